@@ -1,0 +1,50 @@
+# Shoal's developer entry points. `make demo` and `make test` are the two commands the
+# README promises; everything they need is installed by the targets below.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: help venv binaries cluster-up cluster-down cluster-status demo test lint unit crds
+
+help:
+	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
+	@echo "make test          lint and every test tier (unit, cluster, e2e)"
+	@echo "make cluster-up    start (or reuse) the local cluster; kubeconfig in .dev-cluster/kubeconfig"
+	@echo "make cluster-down  stop the local cluster and remove its state"
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+venv: $(STAMP)
+
+binaries:
+	e2e/cluster/build.sh
+
+cluster-up: venv binaries
+	$(PY) -m e2e.cluster up
+
+cluster-down: venv
+	$(PY) -m e2e.cluster down
+
+cluster-status: venv
+	$(PY) -m e2e.cluster status
+
+demo: venv binaries
+	$(PY) -m e2e.demo
+
+lint: venv
+	$(VENV)/bin/ruff check operator tests e2e
+	$(VENV)/bin/ruff format --check operator tests e2e
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+test: venv binaries lint
+	$(PY) -m pytest $(PYTEST_ARGS)

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the local cluster's binaries (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, kwok) from the pinned Go modules under tools/, into a cache
+# directory outside the repository keyed by version. A second run finds them and
+# returns at once. Prints the binary directory on its last line.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cache_root="${SHOAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shoal}"
+
+module_version() { # module directory, module path -> pinned version from its go.mod
+  (cd "$here/tools/$1" && go list -m -f '{{.Version}}' "$2")
+}
+
+k8s_version="$(module_version kubernetes k8s.io/kubernetes)"
+etcd_version="$(module_version etcd go.etcd.io/etcd/server/v3)"
+kwok_version="$(module_version kwok sigs.k8s.io/kwok)"
+bin_dir="$cache_root/bin/k8s-$k8s_version-etcd-$etcd_version-kwok-$kwok_version"
+mkdir -p "$bin_dir"
+
+build() { # module directory, output name, package, ldflags
+  local out="$bin_dir/$2"
+  if [[ -x "$out" ]]; then return 0; fi
+  echo "building $2 from $3" >&2
+  (cd "$here/tools/$1" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $4" -o "$out.tmp" "$3")
+  mv "$out.tmp" "$out"
+}
+
+# The same version stamps the upstream release build sets (hack/lib/version.sh), so
+# /version and `kubectl version` report the real release.
+minor="${k8s_version#v1.}"; minor="${minor%%.*}"
+k8s_ldflags=""
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  k8s_ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  k8s_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+done
+
+build etcd etcd go.etcd.io/etcd/server/v3 ""
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  build kubernetes "$cmd" "k8s.io/kubernetes/cmd/$cmd" "$k8s_ldflags"
+done
+build kwok kwok sigs.k8s.io/kwok/cmd/kwok ""
+
+# KWOK's binary has no built-in behaviour: it plays the Stage objects it is given. Use
+# the stages its own module ships at the pinned version (what kwokctl uses too):
+# nodes become Ready and renew their leases; scheduled pods become Running; deleted
+# pods go away.
+stages="$bin_dir/kwok-stages.yaml"
+if [[ ! -s "$stages" ]]; then
+  kwok_dir="$(cd "$here/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+           pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    printf -- '---\n'; cat "$kwok_dir/kustomize/stage/$f"
+  done > "$stages.tmp"
+  mv "$stages.tmp" "$stages"
+fi
+
+echo "$bin_dir"

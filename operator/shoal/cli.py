@@ -1,0 +1,55 @@
+"""The ``shoal`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from shoal import __version__
+
+
+def _cmd_version(_: argparse.Namespace) -> int:
+    print(f"shoal {__version__}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from shoal.runtime import run
+    from shoal.settings import Settings
+
+    config = Settings.from_env()
+    overrides: dict[str, object] = {}
+    if args.namespace:
+        overrides["namespaces"] = tuple(args.namespace)
+    if args.liveness:
+        overrides["liveness_endpoint"] = args.liveness
+    run(config.model_copy(update=overrides))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shoal", description="Shoal operator for Triton")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("version", help="print the version")
+    p.set_defaults(func=_cmd_version)
+
+    p = sub.add_parser("run", help="run the operator against the current kubeconfig")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        help="watch only this namespace (repeatable); default: the whole cluster",
+    )
+    p.add_argument("--liveness", help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
+    p.set_defaults(func=_cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Operator configuration, read once from the environment at start-up."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# The field manager for every server-side apply the operator makes; GitOps tools see
+# this name as the owner of the fields Shoal sets on the objects it creates.
+FIELD_MANAGER = "shoal-operator"
+GROUP = "shoal.dev"
+VERSION = "v1alpha1"
+
+
+class Settings(BaseModel):
+    """Everything that can be tuned without rebuilding the operator."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespaces: tuple[str, ...] = Field(
+        default=(), description="Namespaces to watch; empty means the whole cluster."
+    )
+    liveness_endpoint: str = Field(
+        default="http://0.0.0.0:8080/healthz",
+        description="Where kopf serves its liveness probe.",
+    )
+    resync_seconds: float = Field(
+        default=60.0, gt=0, description="Period of the level-triggered re-check of every object."
+    )
+    prometheus_url: str | None = Field(
+        default=None, description="Prometheus to read queue depth and latency from."
+    )
+    watch_server_timeout: int = Field(
+        default=300, gt=0, description="Seconds the API server keeps one watch open."
+    )
+    watch_client_timeout: int = Field(
+        default=330, gt=0, description="Seconds before a silent watch is dropped and re-opened."
+    )
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read ``SHOAL_*`` variables; unset ones keep their defaults."""
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        if ns := env.get("SHOAL_NAMESPACES", "").strip():
+            values["namespaces"] = tuple(n.strip() for n in ns.split(",") if n.strip())
+        for key, name in (
+            ("liveness_endpoint", "SHOAL_LIVENESS_ENDPOINT"),
+            ("resync_seconds", "SHOAL_RESYNC_SECONDS"),
+            ("prometheus_url", "SHOAL_PROMETHEUS_URL"),
+            ("watch_server_timeout", "SHOAL_WATCH_SERVER_TIMEOUT"),
+            ("watch_client_timeout", "SHOAL_WATCH_CLIENT_TIMEOUT"),
+        ):
+            if name in env and env[name] != "":
+                values[key] = env[name]
+        return cls.model_validate(values)

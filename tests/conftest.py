@@ -1,0 +1,83 @@
+"""Fixtures shared by every tier.
+
+Tiers follow the directory a test lives in (tests/unit, tests/cluster, tests/e2e) and
+are applied as markers, so ``pytest -m unit`` selects the fast ones.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e.cluster import local
+from e2e.cluster.target import Target, resolve_target
+from kubernetes import client
+
+from tests.support.wait import wait_for
+
+TIERS = ("unit", "cluster", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = Path(str(item.fspath)).parent.name
+        if tier not in TIERS:
+            raise pytest.UsageError(f"{item.nodeid}: tests live in tests/<tier>/, tiers {TIERS}")
+        item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture(scope="session")
+def kube_target() -> Iterator[Target]:
+    """The cluster under test: $KUBECONFIG's, or the local one (started once, reused)."""
+    target = resolve_target()
+    yield target
+    if target.started_here and not os.environ.get("SHOAL_KEEP_CLUSTER"):
+        local.down()
+
+
+@pytest.fixture(scope="session")
+def api(kube_target: Target) -> client.ApiClient:
+    return kube_target.api_client()
+
+
+@pytest.fixture(scope="session")
+def core(api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture(scope="session")
+def apps(api: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(api)
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test, ready for pods (its default ServiceAccount exists)."""
+    slug = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    name = f"t-{slug}-{uuid.uuid4().hex[:5]}"
+    core.create_namespace(
+        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"shoal.dev/test": "1"}))
+    )
+    wait_for(
+        f"ServiceAccount default in {name}",
+        lambda: core.read_namespaced_service_account("default", name),
+        lambda sa: sa is not None,
+        timeout=30,
+    )
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture
+def gpu_nodes(core: client.CoreV1Api, kube_target: Target) -> list[client.V1Node]:
+    """The cluster's GPU nodes; the local cluster always has simulated ones."""
+    nodes = core.list_node(label_selector="nvidia.com/gpu.present=true").items
+    if not nodes:
+        message = f"the cluster behind {kube_target.kubeconfig} has no GPU nodes"
+        if kube_target.local or os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message + " (apply e2e/cluster/nodes.yaml with KWOK installed)")
+    return list(nodes)
