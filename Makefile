@@ -7,13 +7,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries cluster-up cluster-down cluster-status demo test lint unit crds
+.PHONY: help venv binaries cluster-up cluster-down cluster-status demo test lint unit generate
 
 help:
 	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
 	@echo "make test          lint and every test tier (unit, cluster, e2e)"
 	@echo "make cluster-up    start (or reuse) the local cluster; kubeconfig in .dev-cluster/kubeconfig"
 	@echo "make cluster-down  stop the local cluster and remove its state"
+	@echo "make generate      regenerate crds/ and docs/api-reference.md from the models"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +43,9 @@ lint: venv
 	$(VENV)/bin/ruff check operator tests e2e
 	$(VENV)/bin/ruff format --check operator tests e2e
 	$(VENV)/bin/mypy
+
+generate: venv
+	$(VENV)/bin/shoal generate
 
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

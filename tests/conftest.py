@@ -7,8 +7,9 @@ are applied as markers, so ``pytest -m unit`` selects the fast ones.
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from kubernetes import client
 from tests.support.wait import wait_for
 
 TIERS = ("unit", "cluster", "e2e")
+REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -51,6 +53,34 @@ def core(api: client.ApiClient) -> client.CoreV1Api:
 @pytest.fixture(scope="session")
 def apps(api: client.ApiClient) -> client.AppsV1Api:
     return client.AppsV1Api(api)
+
+
+@pytest.fixture(scope="session")
+def kubectl(kube_target: Target) -> Callable[..., str]:
+    """Run the project's kubectl (same version as the local API server) on the target."""
+    binary = str(local.ensure_binaries() / "kubectl")
+
+    def run(*args: str, check: bool = True) -> str:
+        result = subprocess.run(
+            [binary, f"--kubeconfig={kube_target.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result.stdout + result.stderr
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def crds(kubectl: Callable[..., str]) -> list[str]:
+    """The generated CRDs, installed (server-side apply) and Established."""
+    files = sorted(str(p) for p in (REPO / "crds").glob("*.yaml"))
+    kubectl("apply", "--server-side", "--force-conflicts", *[f"--filename={f}" for f in files])
+    names = [f"crd/{Path(f).name.removesuffix('.yaml')}" for f in files]
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+    return names
 
 
 @pytest.fixture

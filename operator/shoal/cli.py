@@ -27,6 +27,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from shoal.api.generate import write
+
+    for path in write(Path(args.root)):
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shoal", description="Shoal operator for Triton")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -43,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--liveness", help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("generate", help="write crds/ and docs/api-reference.md from the models")
+    p.add_argument("--root", default=".", help="repository root to write into")
+    p.set_defaults(func=_cmd_generate)
     return parser
 
 

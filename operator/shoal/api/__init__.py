@@ -1,0 +1,1 @@
+"""The custom resources: pydantic models, the single source of the CRDs."""

@@ -1,0 +1,120 @@
+"""Property tests: the API server and the models agree on what is valid.
+
+Specs are generated from each CRD's own schema (hypothesis-jsonschema). The schema
+cannot express the CEL rules, so some generated specs break them; for every spec the
+real API server's verdict must equal the models' verdict, and an accepted spec, as
+stored, must parse back into the same model (the server's defaults are the models').
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis_jsonschema import from_schema
+from kubernetes import client
+from pydantic import ValidationError
+
+from shoal.api.crd import KINDS, Kind, crd
+from tests.support.resources import Rejected, create, delete
+
+EXAMPLES_PER_KIND = 75
+
+
+def generation_schema(node: Any) -> Any:
+    """A CRD schema as plain JSON Schema: no Kubernetes extensions, no extra keys."""
+    if isinstance(node, list):
+        return [generation_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {
+        k: generation_schema(v)
+        for k, v in node.items()
+        if not k.startswith("x-kubernetes-") and k not in ("default", "example", "description")
+    }
+    if node.get("x-kubernetes-list-type") == "set":
+        out["uniqueItems"] = True
+    if out.get("type") == "object" and "properties" in out:
+        out["additionalProperties"] = False
+    if node.get("x-kubernetes-preserve-unknown-fields"):
+        return {"type": "object", "maxProperties": 0}
+    return out
+
+
+def spec_strategy(kind: Kind) -> st.SearchStrategy[dict[str, Any]]:
+    root = crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return from_schema(generation_schema(root["properties"]["spec"]))
+
+
+@pytest.fixture(scope="module")
+def property_namespace(core: client.CoreV1Api, crds: list[str]) -> Iterator[str]:
+    name = f"t-properties-{uuid.uuid4().hex[:5]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_api_server_and_models_agree(
+    kind: Kind, api: client.ApiClient, property_namespace: str
+) -> None:
+    custom = client.CustomObjectsApi(api)
+    verdicts = {"accepted": 0, "rejected": 0}
+
+    @settings(
+        max_examples=EXAMPLES_PER_KIND,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(spec=spec_strategy(kind))
+    def check(spec: dict[str, Any]) -> None:
+        name = f"p{uuid.uuid4().hex[:12]}"
+        obj = {
+            "apiVersion": "shoal.dev/v1alpha1",
+            "kind": kind.name,
+            "metadata": {"name": name, "namespace": property_namespace},
+            "spec": copy.deepcopy(spec),
+        }
+        if kind.scope == "Cluster":
+            del obj["metadata"]["namespace"]
+        try:
+            model_spec = kind.model.model_validate(obj).spec
+            model_error = None
+        except ValidationError as exc:
+            model_spec, model_error = None, str(exc)
+        try:
+            stored = create(api, obj, namespace=property_namespace)
+        except Rejected as rejected:
+            server_error = rejected.message
+        else:
+            server_error = None
+        if server_error is not None:
+            assert model_error is not None, (
+                f"the API server rejected a spec the models accept:\n{spec}\n{server_error}"
+            )
+            verdicts["rejected"] += 1
+            return
+        try:
+            assert model_error is None, (
+                f"the API server accepted a spec the models reject:\n{spec}\n{model_error}"
+            )
+            assert kind.model.model_validate(stored).spec == model_spec, stored
+            verdicts["accepted"] += 1
+        finally:
+            if kind.scope == "Cluster":
+                delete(api, stored)
+            else:
+                custom.delete_namespaced_custom_object(
+                    "shoal.dev", "v1alpha1", property_namespace, kind.plural, name
+                )
+
+    check()
+    # Both outcomes must have been exercised, or the agreement proves little.
+    assert verdicts["accepted"] > 0, verdicts
+    print(f"{kind.name}: {verdicts}")

@@ -1,0 +1,66 @@
+"""crds/ and docs/api-reference.md are generated from the models and must not drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shoal.api.crd import KINDS, crd
+from shoal.api.generate import rendered_files
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("rel", sorted(rendered_files()))
+def test_generated_file_matches_the_models(rel: str) -> None:
+    committed = (REPO / rel).read_text() if (REPO / rel).exists() else ""
+    assert committed == rendered_files()[rel], f"{rel} is stale: run `make generate`"
+
+
+def _walk(node: Any, path: str) -> list[tuple[str, dict[str, Any]]]:
+    out = [(path, node)]
+    for name, sub in node.get("properties", {}).items():
+        out += _walk(sub, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        out += _walk(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        out += _walk(node["additionalProperties"], f"{path}{{}}")
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_schemas_are_structural_and_described(kind: Any) -> None:
+    root = crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for part in ("spec", "status"):
+        for path, node in _walk(root["properties"][part], part):
+            assert "$ref" not in node, path
+            assert not any(k.startswith("x-shoal") for k in node), path
+            if node.get("x-kubernetes-int-or-string"):
+                continue
+            assert node.get("type"), f"{kind.name}.{path} has no type"
+            assert "anyOf" not in node, path
+            is_item = path.endswith("[]") or path.endswith("{}")
+            if not is_item and path != part:
+                assert node.get("description"), f"{kind.name}.{path} has no description"
+
+
+def test_every_kind_has_status_subresource_columns_and_category() -> None:
+    for kind in KINDS:
+        version = crd(kind)["spec"]["versions"][0]
+        assert version["subresources"] == {"status": {}}
+        assert version["additionalPrinterColumns"]
+        names = crd(kind)["spec"]["names"]
+        assert names["categories"] == ["shoal"]
+        assert names["shortNames"]
+        status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+        assert {"conditions", "observedGeneration"} <= set(status)
+        conditions = status["conditions"]
+        assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+        assert set(conditions["items"]["required"]) == {
+            "type",
+            "status",
+            "reason",
+            "lastTransitionTime",
+        }
