@@ -7,7 +7,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt 2>/dev/null | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv binaries cluster-up cluster-down cluster-status demo test lint unit generate
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: help venv system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
 
 help:
 	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
@@ -23,6 +25,12 @@ $(STAMP): pyproject.toml constraints.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(STAMP)
+
+# Debian packages the tests run for real: rclone (the model-fetch init container's tool).
+system-deps:
+	@command -v rclone >/dev/null || { \
+	  echo "installing Debian packages: rclone"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq rclone >/dev/null; }
 
 binaries:
 	e2e/cluster/build.sh
@@ -50,5 +58,5 @@ generate: venv
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test: venv binaries lint
+test: venv system-deps binaries lint
 	$(PY) -m pytest $(PYTEST_ARGS)

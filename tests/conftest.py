@@ -17,6 +17,7 @@ from e2e.cluster import local
 from e2e.cluster.target import Target, resolve_target
 from kubernetes import client
 
+from tests.support.operator import running_operator
 from tests.support.wait import wait_for
 
 TIERS = ("unit", "cluster", "e2e")
@@ -81,6 +82,18 @@ def crds(kubectl: Callable[..., str]) -> list[str]:
     names = [f"crd/{Path(f).name.removesuffix('.yaml')}" for f in files]
     kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
     return names
+
+
+@pytest.fixture(scope="session")
+def operator(
+    kube_target: Target, crds: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The real operator (``shoal run``), watching the whole cluster; yields its log."""
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    with running_operator(kube_target.kubeconfig, log):
+        yield log
+    errors = [line for line in log.read_text().splitlines() if "Traceback" in line]
+    assert not errors, f"the operator logged tracebacks; see {log}"
 
 
 @pytest.fixture

@@ -37,6 +37,28 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_render(args: argparse.Namespace) -> int:
+    import yaml
+
+    from shoal.render.documents import RenderError, render_documents
+
+    docs: list[dict[str, object]] = []
+    for name in args.filename:
+        if name == "-":
+            text = sys.stdin.read()
+        else:
+            with open(name, encoding="utf-8") as handle:
+                text = handle.read()
+        docs += [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    try:
+        objects = render_documents(docs)
+    except RenderError as exc:
+        print(f"shoal render: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shoal", description="Shoal operator for Triton")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--liveness", help="liveness endpoint URL, e.g. http://0.0.0.0:8080/healthz")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser(
+        "render", help="print every object the operator would create for the given resources"
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        help="a YAML file of custom resources, or - for stdin (repeatable)",
+    )
+    p.set_defaults(func=_cmd_render)
 
     p = sub.add_parser("generate", help="write crds/ and docs/api-reference.md from the models")
     p.add_argument("--root", default=".", help="repository root to write into")

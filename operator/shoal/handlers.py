@@ -1,4 +1,9 @@
-"""kopf handlers: thin glue between the watch events and the reconcilers."""
+"""kopf handlers: thin glue from watch events and timers to the Controller.
+
+Every handler is synchronous; kopf runs it in a worker thread, so the blocking API
+client never stalls the watch loops. No handler raises for bad input: reconcilers
+report problems in status conditions and Events instead.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +13,81 @@ from typing import Any
 import kopf
 
 from shoal import __version__
+from shoal.controller import Controller
+from shoal.kube.client import Kube, load_api_client
+from shoal.settings import Settings
 
-log = logging.getLogger(__name__)
+GROUP, VERSION = "shoal.dev", "v1alpha1"
+MANAGED = {"app.kubernetes.io/managed-by": "shoal"}
+_settings = Settings.from_env()
+_controller: Controller | None = None
+
+
+def controller() -> Controller:
+    assert _controller is not None, "the operator has not started"
+    return _controller
 
 
 @kopf.on.startup()
-def announce(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
-    logger.info("shoal operator %s starting", __version__)
+def start(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
+    global _controller
+    _controller = Controller(Kube(load_api_client()))
+    logger.info(
+        "shoal operator %s started (resync every %ss)", __version__, _settings.resync_seconds
+    )
 
 
 @kopf.on.probe(id="version")
 def version_probe(**_: Any) -> str:
-    """Reported by the liveness endpoint alongside kopf's own checks."""
     return __version__
+
+
+# ---------------------------------------------------------------------- InferenceModel
+@kopf.on.event(GROUP, VERSION, "inferencemodels")
+def model_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
+    if type != "DELETED":
+        controller().model(namespace or "", name)
+
+
+@kopf.timer(GROUP, VERSION, "inferencemodels", interval=_settings.resync_seconds)
+def model_resync(namespace: str | None, name: str, **_: Any) -> None:
+    controller().model(namespace or "", name)
+
+
+# ---------------------------------------------------------------------- BatchPolicy
+@kopf.on.event(GROUP, VERSION, "batchpolicies")
+def policy_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
+    # A deleted policy leaves its models without one: they report it in status.
+    controller().policy(namespace or "", name, cascade=True)
+
+
+@kopf.timer(GROUP, VERSION, "batchpolicies", interval=_settings.resync_seconds)
+def policy_resync(namespace: str | None, name: str, **_: Any) -> None:
+    controller().policy(namespace or "", name, cascade=False)
+
+
+# ---------------------------------------------------------------------- TenantPool
+@kopf.on.event(GROUP, VERSION, "tenantpools")
+def pool_event(type: str, name: str, **_: Any) -> None:
+    controller().pool(name, cascade=True)
+
+
+@kopf.timer(GROUP, VERSION, "tenantpools", interval=_settings.resync_seconds)
+def pool_resync(name: str, **_: Any) -> None:
+    controller().pool(name)
+
+
+# ---------------------------------------------------------------------- children
+def _child_event(body: kopf.Body, **_: Any) -> None:
+    controller().owner_of({"metadata": dict(body.get("metadata", {}))})
+
+
+for _group_version, _plural in (
+    ("apps/v1", "deployments"),
+    ("v1", "services"),
+    ("v1", "configmaps"),
+    ("policy/v1", "poddisruptionbudgets"),
+    ("autoscaling/v2", "horizontalpodautoscalers"),
+):
+    _group, _, _version = _group_version.rpartition("/")
+    kopf.on.event(_group, _version, _plural, labels=MANAGED, id=f"child-{_plural}")(_child_event)

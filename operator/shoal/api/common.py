@@ -9,10 +9,9 @@ OpenAPI bounds and patterns, and :class:`Rule` objects become CEL
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -246,7 +245,10 @@ class Condition(SpecModel):
     observed_generation: int | None = Field(
         default=None, ge=0, description="The .metadata.generation the condition was set for."
     )
-    last_transition_time: datetime = Field(description="When the status last changed (RFC 3339).")
+    last_transition_time: str = Field(
+        description="When the status last changed (RFC 3339).",
+        json_schema_extra={"format": "date-time"},
+    )
 
 
 Conditions = Annotated[list[Condition], unique_by("type")]
@@ -286,3 +288,12 @@ class ObjectMeta(BaseModel):
     resource_version: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_object(model: type[M], body: Mapping[str, Any]) -> M:
+    """Parse a stored object's metadata and spec; its status is the operator's own
+    bookkeeping and is never a reason to refuse the object."""
+    return model.model_validate({k: v for k, v in body.items() if k != "status"})

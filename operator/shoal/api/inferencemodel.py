@@ -46,7 +46,6 @@ Platform = Literal[
     "pytorch_libtorch",
     "tensorflow_savedmodel",
     "tensorflow_graphdef",
-    "ensemble",
 ]
 DataType = Literal[
     "BOOL",
@@ -93,6 +92,15 @@ class Tensor(SpecModel):
         min_length=1,
         max_length=16,
         description="Shape without the batch dimension; -1 for a variable size.",
+    )
+
+    rules = (
+        Rule(
+            cel="self.dims.all(d, d == -1 || d >= 1)",
+            check=lambda t: all(d == -1 or d >= 1 for d in t.dims),
+            message="each dimension must be at least 1, or -1 for a variable size",
+            field=".dims",
+        ),
     )
 
 

@@ -1,0 +1,108 @@
+"""The operator's reconcile entry points, shared by every kopf trigger.
+
+Each entry point re-reads the object it is asked about, so whatever triggered it (a
+watch event on the object, on a BatchPolicy or TenantPool it uses, on one of its
+children, or the periodic resync) leads to the same level-triggered pass.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from shoal.kube.client import ApiError, Kube
+from shoal.reconcile.model import reconcile_model
+from shoal.reconcile.policy import reconcile_policy
+from shoal.reconcile.pool import models_of_pool, reconcile_pool
+
+log = logging.getLogger(__name__)
+GV = "shoal.dev/v1alpha1"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _quietly(what: str) -> Callable[[F], F]:
+    """API failures end one pass with a warning, not a traceback: the object is looked
+    at again on its next event or periodic re-check."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except ApiError as exc:
+                log.warning(
+                    "%s %s: API error %s %s; will retry", what, args[1:], exc.status, exc.reason
+                )
+                return None
+
+        return cast(F, run)
+
+    return wrap
+
+
+class Controller:
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+        self._locks: defaultdict[tuple[str, str, str], threading.Lock] = defaultdict(threading.Lock)
+        self._guard = threading.Lock()
+
+    def _lock(self, kind: str, namespace: str | None, name: str) -> threading.Lock:
+        with self._guard:
+            return self._locks[(kind, namespace or "", name)]
+
+    # ------------------------------------------------------------------ models
+    @_quietly("InferenceModel")
+    def model(self, namespace: str, name: str) -> None:
+        with self._lock("InferenceModel", namespace, name):
+            body = self.kube.get(GV, "InferenceModel", name, namespace)
+            if body is None or body["metadata"].get("deletionTimestamp"):
+                return
+            before = (body.get("status") or {}).get("replicas")
+            outcome = reconcile_model(self.kube, body)
+        after = outcome.deployment and (outcome.deployment.get("status") or {}).get("replicas", 0)
+        if before != after:
+            self.pool(body["spec"]["pool"])  # its GPU use changed
+
+    def models_using_policy(self, namespace: str, policy: str) -> list[str]:
+        return [
+            m["metadata"]["name"]
+            for m in self.kube.list(GV, "InferenceModel", namespace)
+            if ((m.get("spec") or {}).get("batchPolicy") or {}).get("name") == policy
+        ]
+
+    # ------------------------------------------------------------------ policies
+    @_quietly("BatchPolicy")
+    def policy(self, namespace: str, name: str, *, cascade: bool) -> None:
+        users = self.models_using_policy(namespace, name)
+        with self._lock("BatchPolicy", namespace, name):
+            body = self.kube.get(GV, "BatchPolicy", name, namespace)
+            if body is not None and not body["metadata"].get("deletionTimestamp"):
+                reconcile_policy(self.kube, body, len(users))
+        if cascade:
+            for model in users:
+                self.model(namespace, model)
+
+    # ------------------------------------------------------------------ pools
+    @_quietly("TenantPool")
+    def pool(self, name: str, *, cascade: bool = False) -> None:
+        models = models_of_pool(self.kube, name)
+        with self._lock("TenantPool", None, name):
+            body = self.kube.get(GV, "TenantPool", name)
+            if body is not None and not body["metadata"].get("deletionTimestamp"):
+                reconcile_pool(self.kube, body, models)
+        if cascade:
+            for model in models:
+                meta = model["metadata"]
+                self.model(meta["namespace"], meta["name"])
+
+    # ------------------------------------------------------------------ children
+    def owner_of(self, body: dict[str, Any]) -> None:
+        """A child changed (an admin edit, a rollout step): reconcile its owner."""
+        meta = body.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("apiVersion") == GV and ref.get("kind") == "InferenceModel":
+                self.model(meta["namespace"], ref["name"])

@@ -1,0 +1,168 @@
+"""A thin, synchronous Kubernetes API edge: GET, server-side apply, status, Events.
+
+The operator runs its reconcilers in kopf's worker threads, so blocking calls here do
+not stall the watches. Every write goes through :meth:`Kube.apply` or
+:meth:`Kube.patch_status`, and is counted, so tests and benchmarks can prove that a
+no-op resync writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import uuid
+from collections import Counter
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from shoal.kube.paths import collection_path, object_path, path_of
+from shoal.kube.subset import contains
+from shoal.settings import FIELD_MANAGER
+
+ApiError = ApiException
+
+
+def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig."""
+    try:
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        return client.ApiClient()
+    except config.ConfigException:
+        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig
+        )
+        return api
+
+
+class Kube:
+    """The operator's API access. Thread-safe."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.writes: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    # ----------------------------------------------------------------------- raw
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        method, url, headers, payload, _ = self.api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self.api.call_api(
+            method, url, header_params=headers, body=payload, _request_timeout=30
+        )
+        raw = response.read()  # type: ignore[no-untyped-call]
+        if not 200 <= response.status < 300:
+            raise ApiException(http_resp=response)
+        return json.loads(raw) if raw else None
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.writes[kind] += 1
+
+    # ----------------------------------------------------------------------- reads
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = self._call(
+                "GET", object_path(api_version, kind, name, namespace)
+            )
+            return result
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, labels: str = ""
+    ) -> list[dict[str, Any]]:
+        query = [("labelSelector", labels)] if labels else []
+        result = self._call("GET", collection_path(api_version, kind, namespace), query=query)
+        items: list[dict[str, Any]] = result.get("items", [])
+        return items
+
+    # ----------------------------------------------------------------------- writes
+    def apply(self, desired: dict[str, Any]) -> bool:
+        """Server-side apply ``desired`` unless the live object already matches it.
+
+        Returns whether a write was sent. Fields other managers own (an HPA's replicas,
+        an admin's annotations) are left alone; fields Shoal owns are forced back.
+        """
+        meta = desired["metadata"]
+        live = self.get(desired["apiVersion"], desired["kind"], meta["name"], meta.get("namespace"))
+        if live is not None and contains(live, desired):
+            return False
+        self._call(
+            "PATCH",
+            path_of(desired),
+            body=desired,
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            content_type="application/apply-patch+yaml",
+        )
+        self._count(desired["kind"])
+        return True
+
+    def patch_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
+        """Merge-patch the status subresource of a shoal.dev object (gone: nothing to do)."""
+        try:
+            self._call(
+                "PATCH",
+                path_of(obj) + "/status",
+                body={"status": status},
+                query=[("fieldManager", FIELD_MANAGER)],
+                content_type="application/merge-patch+json",
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return
+        self._count(f"{obj['kind']}/status")
+
+    def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """Record a core/v1 Event about ``obj`` (best effort: never fails a reconcile)."""
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") or "default"
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": obj["apiVersion"],
+                "kind": obj["kind"],
+                "name": meta["name"],
+                "namespace": meta.get("namespace"),
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "eventTime": None,
+            "count": 1,
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": FIELD_MANAGER,
+        }
+        try:
+            self._call("POST", collection_path("v1", "Event", namespace), body=body)
+            self._count("Event")
+        except ApiException:
+            pass

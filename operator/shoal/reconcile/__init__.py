@@ -1,0 +1,1 @@
+"""Reconcilers: read the world, render the desired objects, converge, report status."""

@@ -1,0 +1,112 @@
+"""The HorizontalPodAutoscaler of one InferenceModel: queue depth and P95 latency.
+
+The metric names are the ones the shipped prometheus-adapter rules expose (see
+docs/autoscaling.md): queue depth per pod, and the model's P95 latency as an object
+metric on its Service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.api.batchpolicy import BatchPolicySpec
+from shoal.api.common import parse_duration
+from shoal.api.inferencemodel import InferenceModel, ScalingPolicy
+from shoal.api.tenantpool import TenantPoolSpec
+from shoal.render.names import model_metadata
+
+QUEUE_METRIC = "shoal_queue_depth"
+P95_METRIC = "shoal_request_p95_seconds"
+PERIOD_SECONDS = 15
+
+
+def target_queue_depth(model: InferenceModel, batching: BatchPolicySpec) -> int:
+    """Waiting requests per replica to aim for: the spec's, or two batches' worth."""
+    return model.spec.scaling.target_queue_depth or 2 * batching.max_batch_size
+
+
+def max_replicas(model: InferenceModel, pool: TenantPoolSpec) -> int:
+    """The spec's maximum, capped by what the pool's per-tenant GPU quota can hold."""
+    wanted = model.spec.scaling.max_replicas
+    gpus = model.spec.runtime.gpus
+    if gpus:
+        wanted = min(wanted, max(pool.quota.gpus // gpus, 1))
+    return max(wanted, model.spec.scaling.min_replicas)
+
+
+def _rules(policy: ScalingPolicy, *, up: bool) -> dict[str, Any]:
+    if policy.max_replicas_per_step:
+        policies = [
+            {"type": "Pods", "value": policy.max_replicas_per_step, "periodSeconds": PERIOD_SECONDS}
+        ]
+    elif up:
+        # Double, or add four, every period: whichever is more (upstream's defaults).
+        policies = [
+            {"type": "Percent", "value": 100, "periodSeconds": PERIOD_SECONDS},
+            {"type": "Pods", "value": 4, "periodSeconds": PERIOD_SECONDS},
+        ]
+    else:
+        policies = [{"type": "Percent", "value": 100, "periodSeconds": PERIOD_SECONDS}]
+    return {
+        "stabilizationWindowSeconds": round(parse_duration(policy.stabilization_window)),
+        "selectPolicy": "Max",
+        "policies": policies,
+    }
+
+
+def _milli(seconds: float) -> str:
+    return f"{round(seconds * 1000)}m"
+
+
+def horizontal_autoscaler(
+    model: InferenceModel,
+    batching: BatchPolicySpec,
+    pool: TenantPoolSpec,
+    min_replicas: int | None = None,
+) -> dict[str, Any]:
+    """``min_replicas`` overrides the warm pool, e.g. inside a scheduled window."""
+    scaling = model.spec.scaling
+    name = model.metadata.name
+    metrics: list[dict[str, Any]] = [
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": QUEUE_METRIC},
+                "target": {
+                    "type": "AverageValue",
+                    "averageValue": str(target_queue_depth(model, batching)),
+                },
+            },
+        }
+    ]
+    if scaling.target_p95_latency:
+        metrics.append(
+            {
+                "type": "Object",
+                "object": {
+                    "describedObject": {"apiVersion": "v1", "kind": "Service", "name": name},
+                    "metric": {"name": P95_METRIC},
+                    "target": {
+                        "type": "Value",
+                        "value": _milli(parse_duration(scaling.target_p95_latency)),
+                    },
+                },
+            }
+        )
+    floor = min_replicas or scaling.min_replicas
+    ceiling = max_replicas(model, pool)
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": model_metadata(model, name),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": min(floor, ceiling),
+            "maxReplicas": ceiling,
+            "metrics": metrics,
+            "behavior": {
+                "scaleUp": _rules(scaling.scale_up, up=True),
+                "scaleDown": _rules(scaling.scale_down, up=False),
+            },
+        },
+    }

@@ -1,0 +1,34 @@
+"""Everything the operator wants to exist for a model or a pool, in apply order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.api.batchpolicy import BatchPolicySpec
+from shoal.api.inferencemodel import InferenceModel
+from shoal.api.tenantpool import TenantPool
+from shoal.render.autoscaler import horizontal_autoscaler
+from shoal.render.batching import effective_batching
+from shoal.render.pool import priority_class
+from shoal.render.workload import serving_stack
+
+
+def model_objects(
+    model: InferenceModel,
+    policy: BatchPolicySpec | None,
+    pool: TenantPool,
+    min_replicas: int | None = None,
+) -> list[dict[str, Any]]:
+    """The model's serving stack and autoscaler.
+
+    Raises ValueError when the model's overrides do not fit its BatchPolicy.
+    """
+    batching = effective_batching(model, policy)
+    return [
+        *serving_stack(model, batching, pool.spec),
+        horizontal_autoscaler(model, batching, pool.spec, min_replicas),
+    ]
+
+
+def pool_objects(pool: TenantPool) -> list[dict[str, Any]]:
+    return [priority_class(pool)]

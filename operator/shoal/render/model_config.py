@@ -1,0 +1,108 @@
+"""Triton's model configuration (config.pbtxt) for an InferenceModel.
+
+Built as Triton's own ModelConfig protobuf message (shipped with tritonclient) and
+printed in protobuf text format, so whatever we render is, by construction, a config
+Triton can parse.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from shoal.api.batchpolicy import BatchPolicySpec, QueuePolicy
+from shoal.api.common import parse_duration
+from shoal.api.inferencemodel import InferenceModel, Tensor
+
+
+def _microseconds(duration: str) -> int:
+    return round(parse_duration(duration) * 1_000_000)
+
+
+def _queue_policy(policy: QueuePolicy) -> pb.ModelQueuePolicy:
+    return pb.ModelQueuePolicy(
+        timeout_action=pb.ModelQueuePolicy.REJECT
+        if policy.timeout_action == "Reject"
+        else pb.ModelQueuePolicy.DELAY,
+        default_timeout_microseconds=_microseconds(policy.timeout),
+        allow_timeout_override=policy.allow_timeout_override,
+        max_queue_size=policy.max_queue_size,
+    )
+
+
+def dynamic_batching(batching: BatchPolicySpec) -> pb.ModelDynamicBatching:
+    """Triton's dynamic_batching block for a (merged) BatchPolicy spec."""
+    message = pb.ModelDynamicBatching(
+        preferred_batch_size=sorted(batching.preferred_batch_sizes),
+        max_queue_delay_microseconds=_microseconds(batching.max_queue_delay),
+        preserve_ordering=batching.preserve_ordering,
+        default_queue_policy=_queue_policy(batching.queue_policy),
+    )
+    if batching.priority_levels:
+        message.priority_levels = batching.priority_levels
+        # Triton requires a default level once priorities are on: the lowest one.
+        message.default_priority_level = batching.default_priority or batching.priority_levels
+        for entry in batching.priority_queue_policies:
+            message.priority_queue_policy[entry.priority].CopyFrom(_queue_policy(entry.policy))
+    return message
+
+
+def _tensor(tensor: Tensor, cls: type[pb.ModelInput] | type[pb.ModelOutput]) -> object:
+    return cls(
+        name=tensor.name,
+        data_type=pb.DataType.Value(f"TYPE_{tensor.data_type}"),
+        dims=tensor.dims,
+    )
+
+
+def model_config(model: InferenceModel, batching: BatchPolicySpec) -> pb.ModelConfig:
+    """The ModelConfig message for ``model`` gathered by ``batching``."""
+    source = model.spec.model
+    config = pb.ModelConfig(name=source.name, max_batch_size=batching.max_batch_size)
+    if source.backend:
+        config.backend = source.backend
+    if source.platform:
+        config.platform = source.platform
+    config.input.extend(_tensor(t, pb.ModelInput) for t in source.inputs)
+    config.output.extend(_tensor(t, pb.ModelOutput) for t in source.outputs)
+    config.dynamic_batching.CopyFrom(dynamic_batching(batching))
+
+    kind = (
+        pb.ModelInstanceGroup.KIND_GPU
+        if model.spec.runtime.gpus
+        else pb.ModelInstanceGroup.KIND_CPU
+    )
+    # No explicit gpus list: inside the pod, every visible GPU is one the pod was given.
+    config.instance_group.append(pb.ModelInstanceGroup(kind=kind, count=source.instances))
+
+    policy = source.version_policy
+    if policy.policy == "Latest":
+        config.version_policy.latest.num_versions = policy.latest
+    elif policy.policy == "All":
+        config.version_policy.all.SetInParent()
+    else:
+        config.version_policy.specific.versions.extend(sorted(policy.versions))
+
+    if source.warmup:
+        for size in source.warmup.batch_sizes:
+            warmup = config.model_warmup.add(name=f"warmup-batch-{size}", batch_size=size)
+            for tensor in source.inputs:
+                data = warmup.inputs[tensor.name]
+                data.data_type = pb.DataType.Value(f"TYPE_{tensor.data_type}")
+                data.dims.extend(max(d, 1) for d in tensor.dims)
+                if source.warmup.data == "Zero":
+                    data.zero_data = True
+                else:
+                    data.random_data = True
+
+    if source.response_cache:
+        config.response_cache.enable = True
+    for key, value in sorted(source.parameters.items()):
+        config.parameters[key].string_value = value
+    return config
+
+
+def render_config_pbtxt(model: InferenceModel, batching: BatchPolicySpec) -> str:
+    """config.pbtxt text, deterministic for equal inputs."""
+    text: str = text_format.MessageToString(model_config(model, batching))
+    return text

@@ -1,0 +1,33 @@
+"""Objects of a TenantPool that do not depend on its tenants: its PriorityClass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.api.tenantpool import TenantPool
+from shoal.render.names import MANAGED_BY, POOL_LABEL, owner_references, pool_priority_class
+
+DEFAULT_PRIORITY = {"Dedicated": 100_000, "Shared": 1_000}
+
+
+def priority_value(pool: TenantPool) -> int:
+    value = pool.spec.priority.value
+    return DEFAULT_PRIORITY[pool.spec.isolation] if value is None else value
+
+
+def priority_class(pool: TenantPool) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {
+            "name": pool_priority_class(pool.metadata.name),
+            "labels": {"app.kubernetes.io/managed-by": MANAGED_BY, POOL_LABEL: pool.metadata.name},
+            "ownerReferences": owner_references(
+                "TenantPool", pool.metadata.name, pool.metadata.uid
+            ),
+        },
+        "value": priority_value(pool),
+        "preemptionPolicy": pool.spec.priority.preemption_policy,
+        "globalDefault": False,
+        "description": f"Pods of the {pool.spec.isolation} TenantPool {pool.metadata.name}.",
+    }

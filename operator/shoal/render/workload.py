@@ -1,0 +1,248 @@
+"""The Triton serving stack of one InferenceModel: ConfigMap, Deployment, Service, PDB."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from shoal.api.batchpolicy import BatchPolicySpec
+from shoal.api.inferencemodel import InferenceModel
+from shoal.api.tenantpool import TenantPoolSpec
+from shoal.render.model_config import render_config_pbtxt
+from shoal.render.model_fetch import FETCH_IMAGE, MODEL_ROOT, fetch_plan
+from shoal.render.names import (
+    GRPC_PORT,
+    HTTP_PORT,
+    METRICS_PORT,
+    config_map_name,
+    model_labels,
+    model_metadata,
+    pool_priority_class,
+    selector_labels,
+)
+from shoal.render.security import container_security_context, pod_security_context
+
+CHECKSUM_ANNOTATION = "shoal.dev/config-checksum"
+GRACE_SECONDS = 30
+# Endpoints controllers and load balancers need a moment to stop sending new requests
+# before Triton stops accepting them.
+PRESTOP_SLEEP_SECONDS = 5
+GPU = "nvidia.com/gpu"
+
+
+def config_map(model: InferenceModel, config_pbtxt: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": model_metadata(model, config_map_name(model)),
+        "data": {"config.pbtxt": config_pbtxt},
+    }
+
+
+def checksum(*parts: object) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def triton_args(model: InferenceModel) -> list[str]:
+    return [
+        "tritonserver",
+        f"--model-repository={MODEL_ROOT}",
+        # Explicit control lets a later BatchPolicy change be loaded without a restart.
+        "--model-control-mode=explicit",
+        f"--load-model={model.spec.model.name}",
+        "--strict-model-config=true",
+        "--strict-readiness=true",
+        f"--http-port={HTTP_PORT}",
+        f"--grpc-port={GRPC_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+        "--allow-metrics=true",
+        "--allow-gpu-metrics=true",
+        "--metrics-config=summary_latencies=true",
+        f"--exit-timeout-secs={GRACE_SECONDS - PRESTOP_SLEEP_SECONDS - 5}",
+    ]
+
+
+def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+        "timeoutSeconds": 3,
+    }
+
+
+def deployment(
+    model: InferenceModel,
+    pool: TenantPoolSpec,
+    config_pbtxt: str,
+) -> dict[str, Any]:
+    """The Triton Deployment. ``replicas`` is left out: the HPA owns it."""
+    spec = model.spec
+    runtime = spec.runtime
+    name = model.metadata.name
+    fetch = fetch_plan(spec.model.storage_uri, spec.model.name)
+    limits: dict[str, Any] = {"memory": runtime.memory}
+    if runtime.gpus:
+        limits[GPU] = str(runtime.gpus)
+    node_selector = dict(pool.placement.node_selector)
+    if pool.placement.gpu_product:
+        node_selector["nvidia.com/gpu.product"] = pool.placement.gpu_product
+    tolerations = [t.to_wire() for t in pool.placement.tolerations]
+    if runtime.gpus:
+        # GPU nodes are commonly tainted so that only GPU workloads land there.
+        tolerations.append({"key": GPU, "operator": "Exists", "effect": "NoSchedule"})
+
+    model_mounts = [
+        {"name": "model-repository", "mountPath": MODEL_ROOT},
+        {
+            "name": "model-config",
+            "mountPath": f"{MODEL_ROOT}/{spec.model.name}/config.pbtxt",
+            "subPath": "config.pbtxt",
+            "readOnly": True,
+        },
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    triton = {
+        "name": "triton",
+        "image": runtime.image,
+        "imagePullPolicy": runtime.image_pull_policy,
+        "args": triton_args(model),
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        "resources": {
+            "requests": {"cpu": runtime.cpu, "memory": runtime.memory},
+            "limits": limits,
+        },
+        # Loading a large model can take minutes: the startup probe allows 10.
+        "startupProbe": _probe("/v2/health/ready", 10, 60),
+        "readinessProbe": _probe("/v2/health/ready", 5, 3),
+        "livenessProbe": _probe("/v2/health/live", 10, 3),
+        "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
+        "securityContext": container_security_context(),
+        "volumeMounts": model_mounts,
+    }
+    fetch_container = {
+        "name": "fetch-model",
+        "image": FETCH_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "args": fetch.args,
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}},
+        "securityContext": container_security_context(),
+        "volumeMounts": [
+            {"name": "model-repository", "mountPath": MODEL_ROOT},
+            {"name": "tmp", "mountPath": "/tmp"},
+            *fetch.mounts,
+        ],
+    }
+    volumes = [
+        {"name": "model-repository", "emptyDir": {}},
+        {"name": "model-config", "configMap": {"name": config_map_name(model)}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": runtime.shm_size}},
+        {"name": "tmp", "emptyDir": {}},
+        *fetch.volumes,
+    ]
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "priorityClassName": pool_priority_class(spec.pool),
+        "securityContext": pod_security_context(),
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
+        "initContainers": [fetch_container],
+        "containers": [triton],
+        "volumes": volumes,
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": selector_labels(model)},
+            }
+        ],
+    }
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": model_metadata(model, name),
+        "spec": {
+            "selector": {"matchLabels": selector_labels(model)},
+            "revisionHistoryLimit": 3,
+            # Keep serving through config changes: add a replica, then retire one.
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {
+                "metadata": {
+                    "labels": model_labels(model),
+                    "annotations": {CHECKSUM_ANNOTATION: checksum(config_pbtxt, pod_spec)},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def service(model: InferenceModel) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": model_metadata(model, model.metadata.name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(model),
+            "ports": [
+                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+                {
+                    "name": "grpc",
+                    "port": GRPC_PORT,
+                    "targetPort": "grpc",
+                    "protocol": "TCP",
+                    "appProtocol": "grpc",
+                },
+                {
+                    "name": "metrics",
+                    "port": METRICS_PORT,
+                    "targetPort": "metrics",
+                    "protocol": "TCP",
+                },
+            ],
+        },
+    }
+
+
+def disruption_budget(model: InferenceModel) -> dict[str, Any]:
+    """At most one replica down to voluntary disruptions (drains), never blocking them."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": model_metadata(model, model.metadata.name),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": selector_labels(model)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def serving_stack(
+    model: InferenceModel, batching: BatchPolicySpec, pool: TenantPoolSpec
+) -> list[dict[str, Any]]:
+    """Every object of the model's serving stack except the autoscaler."""
+    config_pbtxt = render_config_pbtxt(model, batching)
+    return [
+        config_map(model, config_pbtxt),
+        deployment(model, pool, config_pbtxt),
+        service(model),
+        disruption_budget(model),
+    ]

@@ -1,0 +1,132 @@
+"""Building and reading shoal.dev objects in cluster tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+GROUP, VERSION = "shoal.dev", "v1alpha1"
+
+
+def shared_pool(name: str, namespaces: list[str], gpus: int = 8) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TenantPool",
+        "metadata": {"name": name},
+        "spec": {
+            "isolation": "Shared",
+            "tenants": {"namespaces": namespaces},
+            "placement": {"nodeSelector": {"shoal.dev/node-group": "shared-gpu"}},
+            "quota": {"gpus": gpus},
+        },
+    }
+
+
+def batch_policy(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "BatchPolicy",
+        "metadata": {"name": name},
+        "spec": {"maxBatchSize": 8, "maxQueueDelay": "2ms", **spec},
+    }
+
+
+def inference_model(
+    name: str, pool: str, policy: str | None = None, min_replicas: int = 1, gpus: int = 1
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "pool": pool,
+        "model": {"name": "linear", "backend": "python", "storageUri": "s3://models/linear"},
+        "runtime": {"gpus": gpus},
+        "scaling": {"minReplicas": min_replicas, "maxReplicas": max(min_replicas, 3)},
+    }
+    if policy:
+        spec["batchPolicy"] = {"name": policy}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "InferenceModel",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+class Shoal:
+    """Create, read and delete shoal.dev objects through the real API server."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.custom = client.CustomObjectsApi(api)
+
+    def create(self, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+        plural = _plural(obj["kind"])
+        if obj["kind"] == "TenantPool":
+            return dict(self.custom.create_cluster_custom_object(GROUP, VERSION, plural, obj))
+        return dict(
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, obj)
+        )
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if kind == "TenantPool":
+            return dict(self.custom.get_cluster_custom_object(GROUP, VERSION, _plural(kind), name))
+        return dict(
+            self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, _plural(kind), name)
+        )
+
+    def patch(
+        self, kind: str, name: str, body: dict[str, Any], namespace: str | None = None
+    ) -> None:
+        if kind == "TenantPool":
+            self.custom.patch_cluster_custom_object(GROUP, VERSION, _plural(kind), name, body)
+        else:
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, _plural(kind), name, body
+            )
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
+        try:
+            if kind == "TenantPool":
+                self.custom.delete_cluster_custom_object(GROUP, VERSION, _plural(kind), name)
+            else:
+                self.custom.delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, _plural(kind), name
+                )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    @contextmanager
+    def pool(self, namespaces: list[str], **kwargs: Any) -> Iterator[str]:
+        """A shared TenantPool with a unique name, deleted afterwards."""
+        name = f"pool-{uuid.uuid4().hex[:8]}"
+        self.create(shared_pool(name, namespaces, **kwargs))
+        try:
+            yield name
+        finally:
+            self.delete("TenantPool", name)
+
+
+def _plural(kind: str) -> str:
+    return {
+        "InferenceModel": "inferencemodels",
+        "TenantPool": "tenantpools",
+        "BatchPolicy": "batchpolicies",
+    }[kind]
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            return dict(cond)
+    return {}
+
+
+def ready(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    return (
+        condition(obj, "Ready").get("status") == "True"
+        and status.get("observedGeneration") == obj["metadata"]["generation"]
+    )
