@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help venv system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
+.PHONY: help venv tools system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
 
 help:
 	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
@@ -25,6 +25,15 @@ $(STAMP): pyproject.toml constraints.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(STAMP)
+
+# network-config-analyzer pins old libraries: it gets a virtual environment of its own.
+NCA_STAMP := .venv-nca/.installed-2.1.0
+$(NCA_STAMP):
+	@test -x .venv-nca/bin/python || $(PYTHON) -m venv .venv-nca
+	.venv-nca/bin/python -m pip install --quiet network-config-analyzer==2.1.0
+	@touch $@
+
+tools: $(NCA_STAMP)
 
 # Debian packages the tests run for real: rclone (the model-fetch init container's tool).
 system-deps:
@@ -58,5 +67,5 @@ generate: venv
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test: venv system-deps binaries lint
+test: venv tools system-deps binaries lint
 	$(PY) -m pytest $(PYTEST_ARGS)

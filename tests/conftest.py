@@ -79,7 +79,8 @@ def crds(kubectl: Callable[..., str]) -> list[str]:
     """The generated CRDs, installed (server-side apply) and Established."""
     files = sorted(str(p) for p in (REPO / "crds").glob("*.yaml"))
     kubectl("apply", "--server-side", "--force-conflicts", *[f"--filename={f}" for f in files])
-    names = [f"crd/{Path(f).name.removesuffix('.yaml')}" for f in files]
+    stems = [Path(f).name.removesuffix(".yaml") for f in files]
+    names = [f"crd/{stem}" for stem in stems if stem.endswith(".shoal.dev")]
     kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
     return names
 

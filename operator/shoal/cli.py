@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from shoal import __version__
 
@@ -28,8 +29,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from shoal.api.generate import write
 
     for path in write(Path(args.root)):
@@ -45,11 +44,17 @@ def _cmd_render(args: argparse.Namespace) -> int:
     docs: list[dict[str, object]] = []
     for name in args.filename:
         if name == "-":
-            text = sys.stdin.read()
+            texts = [sys.stdin.read()]
         else:
-            with open(name, encoding="utf-8") as handle:
-                text = handle.read()
-        docs += [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+            path = Path(name)
+            files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
+            try:
+                texts = [f.read_text(encoding="utf-8") for f in files]
+            except OSError as exc:
+                print(f"shoal render: {exc}", file=sys.stderr)
+                return 1
+        for text in texts:
+            docs += [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
     try:
         objects = render_documents(docs)
     except RenderError as exc:
@@ -84,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--filename",
         action="append",
         required=True,
-        help="a YAML file of custom resources, or - for stdin (repeatable)",
+        help="a YAML file or directory of custom resources, or - for stdin (repeatable)",
     )
     p.set_defaults(func=_cmd_render)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from shoal.kube.client import ApiError, Kube
+from shoal.reconcile.conditions import Cond, merge_conditions, now_rfc3339, status_differs
 from shoal.reconcile.model import reconcile_model
 from shoal.reconcile.policy import reconcile_policy
 from shoal.reconcile.pool import models_of_pool, reconcile_pool
@@ -93,11 +94,52 @@ class Controller:
         with self._lock("TenantPool", None, name):
             body = self.kube.get(GV, "TenantPool", name)
             if body is not None and not body["metadata"].get("deletionTimestamp"):
-                reconcile_pool(self.kube, body, models)
+                reconcile_pool(self.kube, body, models, self.kube.list("v1", "Namespace"))
         if cascade:
             for model in models:
                 meta = model["metadata"]
                 self.model(meta["namespace"], meta["name"])
+
+    def pool_users(self, name: str) -> list[str]:
+        """namespace/name of the models that use the pool; reported on the pool too."""
+        users = sorted(
+            f"{m['metadata']['namespace']}/{m['metadata']['name']}"
+            for m in models_of_pool(self.kube, name)
+        )
+        body = self.kube.get(GV, "TenantPool", name)
+        if body is not None and users:
+            message = (
+                f"Deletion waits until no InferenceModel uses the pool; {len(users)} still "
+                f"do: {', '.join(users[:10])}."
+            )
+            cond = Cond("Ready", "False", "DeletionBlocked", message)
+            live = body.get("status") or {}
+            conditions = merge_conditions(
+                live.get("conditions", []),
+                [cond],
+                body["metadata"].get("generation"),
+                now_rfc3339(),
+            )
+            if status_differs(live, {"conditions": conditions}):
+                self.kube.patch_status(body, {"conditions": conditions})
+                self.kube.event(body, "Warning", "DeletionBlocked", message)
+        return users
+
+    def all_pools(self) -> None:
+        """A namespace appeared, changed labels or went away: every pool re-checks."""
+        for pool in self.kube.list(GV, "TenantPool"):
+            self.pool(pool["metadata"]["name"])
+
+    def resync_all(self) -> None:
+        """Re-check every object (the periodic backstop)."""
+        for pool in self.kube.list(GV, "TenantPool"):
+            self.pool(pool["metadata"]["name"])
+        for policy in self.kube.list(GV, "BatchPolicy"):
+            meta = policy["metadata"]
+            self.policy(meta["namespace"], meta["name"], cascade=False)
+        for model in self.kube.list(GV, "InferenceModel"):
+            meta = model["metadata"]
+            self.model(meta["namespace"], meta["name"])
 
     # ------------------------------------------------------------------ children
     def owner_of(self, body: dict[str, Any]) -> None:

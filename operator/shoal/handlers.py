@@ -1,4 +1,4 @@
-"""kopf handlers: thin glue from watch events and timers to the Controller.
+"""kopf handlers: thin glue from watch events and a periodic resync to the Controller.
 
 Every handler is synchronous; kopf runs it in a worker thread, so the blocking API
 client never stalls the watch loops. No handler raises for bad input: reconcilers
@@ -7,6 +7,7 @@ report problems in status conditions and Events instead.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -21,6 +22,7 @@ GROUP, VERSION = "shoal.dev", "v1alpha1"
 MANAGED = {"app.kubernetes.io/managed-by": "shoal"}
 _settings = Settings.from_env()
 _controller: Controller | None = None
+_resync_task: asyncio.Task[None] | None = None
 
 
 def controller() -> Controller:
@@ -49,21 +51,11 @@ def model_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
         controller().model(namespace or "", name)
 
 
-@kopf.timer(GROUP, VERSION, "inferencemodels", interval=_settings.resync_seconds)
-def model_resync(namespace: str | None, name: str, **_: Any) -> None:
-    controller().model(namespace or "", name)
-
-
 # ---------------------------------------------------------------------- BatchPolicy
 @kopf.on.event(GROUP, VERSION, "batchpolicies")
 def policy_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
     # A deleted policy leaves its models without one: they report it in status.
     controller().policy(namespace or "", name, cascade=True)
-
-
-@kopf.timer(GROUP, VERSION, "batchpolicies", interval=_settings.resync_seconds)
-def policy_resync(namespace: str | None, name: str, **_: Any) -> None:
-    controller().policy(namespace or "", name, cascade=False)
 
 
 # ---------------------------------------------------------------------- TenantPool
@@ -72,9 +64,12 @@ def pool_event(type: str, name: str, **_: Any) -> None:
     controller().pool(name, cascade=True)
 
 
-@kopf.timer(GROUP, VERSION, "tenantpools", interval=_settings.resync_seconds)
-def pool_resync(name: str, **_: Any) -> None:
-    controller().pool(name)
+@kopf.on.event("", "v1", "namespaces")
+def namespace_event(type: str | None, **_: Any) -> None:
+    # Pools admit namespaces by name and by label: any change may admit or release one.
+    # The models there are re-checked by their own resync.
+    if type in ("ADDED", "MODIFIED", "DELETED"):
+        controller().all_pools()
 
 
 # ---------------------------------------------------------------------- children
@@ -91,3 +86,18 @@ for _group_version, _plural in (
 ):
     _group, _, _version = _group_version.rpartition("/")
     kopf.on.event(_group, _version, _plural, labels=MANAGED, id=f"child-{_plural}")(_child_event)
+
+
+# ---------------------------------------------------------------------- pool deletion
+@kopf.on.delete(GROUP, VERSION, "tenantpools")
+def pool_delete(name: str, **_: Any) -> None:
+    """A pool in use is not released: its models would lose their quota, priority and
+    network isolation. Deletion waits (kopf's finalizer on the cluster-scoped pool;
+    tenant namespaces are never blocked) until the last model has left."""
+    users = controller().pool_users(name)
+    if users:
+        raise kopf.TemporaryError(
+            f"TenantPool {name} is still used by {len(users)} InferenceModel(s): "
+            f"{', '.join(users[:10])}; delete or move them first",
+            delay=10,
+        )

@@ -29,6 +29,9 @@ def operator_settings(config: Settings) -> kopf.OperatorSettings:
     settings.watching.client_timeout = config.watch_client_timeout
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.INFO
+    # Reconcilers are synchronous and run in this pool; a small default pool lets a
+    # burst of child events delay everything else.
+    settings.execution.max_workers = config.workers
     # One active replica (Recreate strategy); no peering objects to install or clean.
     settings.peering.standalone = True
     return settings
@@ -38,7 +41,7 @@ def run(config: Settings) -> None:
     """Run the operator until it is told to stop (blocking)."""
     import shoal.handlers  # noqa: F401  - registers the handlers with kopf
 
-    kopf.configure(verbose=False)
+    kopf.configure(verbose=False, log_prefix=True)
     kopf.run(
         settings=operator_settings(config),
         standalone=True,

@@ -39,6 +39,10 @@ class Settings(BaseModel):
         default=330, gt=0, description="Seconds before a silent watch is dropped and re-opened."
     )
 
+    workers: int = Field(
+        default=16, ge=1, le=256, description="Threads that run reconciles concurrently."
+    )
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read ``SHOAL_*`` variables; unset ones keep their defaults."""
@@ -52,6 +56,7 @@ class Settings(BaseModel):
             ("prometheus_url", "SHOAL_PROMETHEUS_URL"),
             ("watch_server_timeout", "SHOAL_WATCH_SERVER_TIMEOUT"),
             ("watch_client_timeout", "SHOAL_WATCH_CLIENT_TIMEOUT"),
+            ("workers", "SHOAL_WORKERS"),
         ):
             if name in env and env[name] != "":
                 values[key] = env[name]

@@ -7,6 +7,7 @@ kubelets of the simulated GPU nodes (pods become Running without a container run
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -250,7 +251,8 @@ def test_a_missing_pool_is_reported_then_healed(
     api: client.ApiClient, operator: Path, namespace: str
 ) -> None:
     shoal = Shoal(api)
-    shoal.create(inference_model("orphan", f"pool-of-{namespace}"), namespace)
+    pool = f"late-{uuid.uuid4().hex[:8]}"
+    shoal.create(inference_model("orphan", pool), namespace)
     wait_for(
         "Ready=False TenantPoolNotFound",
         lambda: shoal.get("InferenceModel", "orphan", namespace),
@@ -259,11 +261,12 @@ def test_a_missing_pool_is_reported_then_healed(
     )
     from tests.support.shoal_objects import shared_pool
 
-    shoal.create(shared_pool(f"pool-of-{namespace}", [namespace]))
+    shoal.create(shared_pool(pool, [namespace]))
     try:
         wait_ready(shoal, namespace, "orphan", timeout=60)
     finally:
-        shoal.delete("TenantPool", f"pool-of-{namespace}")
+        shoal.delete("InferenceModel", "orphan", namespace)
+        shoal.delete("TenantPool", pool)
 
 
 def test_a_batch_policy_change_reaches_its_models(

@@ -292,6 +292,13 @@ CASES: tuple[Case, ...] = (
         ('unknown field "spec.placement.zone"',),
     ),
     # ------------------------------------------------------------------ InferenceModel
+    Case(
+        "im-pool-not-a-name",
+        IM,
+        "search-ranker",
+        (("spec.pool", "Critical Pool"),),
+        ("spec.pool", MATCH),
+    ),
     Case("im-pool-missing", IM, "search-ranker", (("spec.pool", DELETE),), ("spec.pool", REQUIRED)),
     Case(
         "im-min-above-max",

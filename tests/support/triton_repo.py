@@ -1,11 +1,13 @@
 """Model repositories of rendered configs, runnable by the real tritonserver on a CPU.
 
-What runs on a CPU differs from what a GPU node runs in exactly two ways, both
-substitutions for hardware these machines lack: instance groups become KIND_CPU, and
-the backend becomes Triton's Python backend running a stand-in model.py (the real model
-files, ONNX or TensorRT engines, are not here). Everything else in the rendered config,
-batching, queue policies, priorities, version policy, warm-up, cache, parameters and
-tensors, is loaded as rendered, under --strict-model-config=true.
+What runs on a CPU differs from what a GPU node runs in these ways only, each a
+substitution for something these machines lack: instance groups become KIND_CPU; the
+backend becomes Triton's Python backend running a stand-in model.py (the real model
+files, ONNX or TensorRT engines, are not here); BF16 tensors become FP16 (numpy, which
+the stand-in computes with, has no bfloat16); a model declaring no tensors gets one.
+Everything else in the rendered config, batching, queue policies, priorities, version
+policy, warm-up, cache, parameters and tensors, is loaded as rendered, under
+--strict-model-config=true.
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ def for_cpu(config_pbtxt: str, name: str | None = None) -> str:
     for group in config.instance_group:
         group.kind = pb.ModelInstanceGroup.KIND_CPU
         del group.gpus[:]
+    # numpy, which the stand-in model computes with, has no bfloat16: it serves FP16.
+    for tensor in [*config.input, *config.output]:
+        if tensor.data_type == pb.TYPE_BF16:
+            tensor.data_type = pb.TYPE_FP16
+    for warmup in config.model_warmup:
+        for data in warmup.inputs.values():
+            if data.data_type == pb.TYPE_BF16:
+                data.data_type = pb.TYPE_FP16
     if not config.input:
         # A model whose backend would describe its own tensors: give the stand-in one.
         config.input.add(name="INPUT0", data_type=pb.TYPE_FP32, dims=[4])

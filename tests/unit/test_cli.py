@@ -25,3 +25,21 @@ def test_unknown_command_is_an_error() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["nope"])
     assert exc.value.code == 2
+
+
+def test_render_reads_a_directory_and_prints_a_yaml_stream(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import yaml
+
+    assert main(["render", "-f", "examples/"]) == 0
+    kinds = [d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out)]
+    assert kinds.count("Deployment") == 3
+    assert kinds.count("NetworkPolicy") >= 10
+
+
+def test_render_explains_a_missing_reference(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["render", "-f", "examples/30-models.yaml"]) == 1
+    assert "TenantPool 'critical' is not among the files" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from shoal.api.admission_policy import admission_policy
 from shoal.api.crd import KINDS, crd
 from shoal.api.reference import render_reference
 
@@ -18,6 +19,9 @@ def rendered_files() -> dict[str, str]:
         f"crds/{kind.crd_name}.yaml": HEADER + yaml.safe_dump(crd(kind), sort_keys=False, width=100)
         for kind in KINDS
     }
+    files["crds/admission-policy.yaml"] = HEADER + yaml.safe_dump_all(
+        admission_policy(), sort_keys=False, width=100
+    )
     files["docs/api-reference.md"] = render_reference()
     return files
 

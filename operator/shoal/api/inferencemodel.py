@@ -21,8 +21,11 @@ from shoal.api.common import (
     conditions_field,
     unique_by,
 )
+from shoal.api.tenantpool import POOL_NAME_MAX, POOL_NAME_PATTERN
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+TENSOR_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
+PARAMETER_KEY_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 STORAGE_URI_PATTERN = (
     # Printable ASCII only ([!-~]): no spaces, no look-alike Unicode.
     r"^((s3|gs|pvc)://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[!-~]*)?|https://[!-.0-~]+(/[!-~]*)?)$"
@@ -86,7 +89,11 @@ class BatchPolicyRef(SpecModel):
 class Tensor(SpecModel):
     """An input or output of the model, as declared in Triton's model config."""
 
-    name: str = Field(min_length=1, max_length=128, description="The tensor's name.")
+    name: str = Field(
+        pattern=TENSOR_NAME_PATTERN,
+        max_length=128,
+        description="The tensor's name: letters, digits and _ . : / -.",
+    )
     data_type: DataType = Field(description="Element type, e.g. FP32, FP16, INT8, STRING.")
     dims: list[Annotated[int, Field(ge=-1, le=2**31 - 1)]] = Field(
         min_length=1,
@@ -186,6 +193,13 @@ class ModelSource(SpecModel):
     )
 
     rules = (
+        Rule(
+            cel=f"!has(self.parameters) || "
+            f"self.parameters.all(k, k.matches('{PARAMETER_KEY_PATTERN}'))",
+            check=lambda m: all(re.fullmatch(PARAMETER_KEY_PATTERN, k) for k in m.parameters),
+            message="parameter names may use letters, digits and _ . - only",
+            field=".parameters",
+        ),
         Rule(
             cel="has(self.backend) != has(self.platform)",
             check=lambda m: (m.backend is None) != (m.platform is None),
@@ -314,7 +328,11 @@ class Scaling(SpecModel):
 class InferenceModelSpec(SpecModel):
     """One model, served by Triton, in one TenantPool."""
 
-    pool: DnsSubdomain = Field(description="The TenantPool the model runs in.")
+    pool: str = Field(
+        pattern=POOL_NAME_PATTERN,
+        max_length=POOL_NAME_MAX,
+        description="The TenantPool the model runs in.",
+    )
     batch_policy: BatchPolicyRef | None = Field(
         default=None,
         description="The BatchPolicy that gathers requests, with per-model overrides. "

@@ -117,6 +117,17 @@ class Kube:
         self._count(desired["kind"])
         return True
 
+    def delete(self, obj: dict[str, Any]) -> bool:
+        """Delete ``obj``; False when it was already gone."""
+        try:
+            self._call("DELETE", path_of(obj))
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        self._count(f"{obj['kind']}/delete")
+        return True
+
     def patch_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
         """Merge-patch the status subresource of a shoal.dev object (gone: nothing to do)."""
         try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shoal.api.admission import admits
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
 from shoal.api.inferencemodel import InferenceModel
@@ -107,6 +108,9 @@ def _resolve(
             ),
         )
     pool = parse_object(TenantPool, pool_body)
+    refusal = admission_refusal(kube, model, pool)
+    if refusal is not None:
+        return pool, None, _blocked(*refusal)
     policy = None
     if model.spec.batch_policy:
         name = model.spec.batch_policy.name
@@ -123,6 +127,49 @@ def _resolve(
             )
         policy = parse_object(BatchPolicy, body)
     return pool, policy, None
+
+
+def admission_refusal(
+    kube: Kube, model: InferenceModel, pool: TenantPool
+) -> tuple[str, str] | None:
+    """Why the pool refuses the model, if it does: namespace not admitted, or quota."""
+    namespace = model.metadata.namespace or ""
+    ns = kube.get("v1", "Namespace", namespace) or {}
+    labels = (ns.get("metadata") or {}).get("labels") or {}
+    pool_name = pool.metadata.name
+    if not admits(pool, namespace, labels):
+        return (
+            "NamespaceNotAdmitted",
+            f"TenantPool {pool_name!r} does not admit namespace {namespace!r}; "
+            "ask its admin to add it to spec.tenants.",
+        )
+    quota = pool.spec.quota
+    warm_gpus = model.spec.scaling.min_replicas * model.spec.runtime.gpus
+    if warm_gpus > quota.gpus:
+        return (
+            "QuotaExceeded",
+            f"The warm pool needs {warm_gpus} GPUs ({model.spec.scaling.min_replicas} replicas "
+            f"x {model.spec.runtime.gpus}); TenantPool {pool_name!r} allows {quota.gpus} "
+            "per namespace.",
+        )
+    if quota.models is not None:
+        siblings = sorted(
+            (m["metadata"].get("creationTimestamp", ""), m["metadata"]["name"])
+            for m in kube.list(GROUP_VERSION, "InferenceModel", namespace)
+            if (m.get("spec") or {}).get("pool") == pool_name
+        )
+        rank = (
+            [name for _, name in siblings].index(model.metadata.name)
+            if any(name == model.metadata.name for _, name in siblings)
+            else len(siblings)
+        )
+        if rank >= quota.models:
+            return (
+                "QuotaExceeded",
+                f"TenantPool {pool_name!r} allows {quota.models} model(s) per namespace; "
+                f"{len(siblings)} exist here and this one came later.",
+            )
+    return None
 
 
 def converge(kube: Kube, model: InferenceModel) -> Outcome:
@@ -149,7 +196,16 @@ def converge(kube: Kube, model: InferenceModel) -> Outcome:
             deployment = kube.get(
                 "apps/v1", "Deployment", obj["metadata"]["name"], obj["metadata"]["namespace"]
             )
-    assert deployment is not None
+    if deployment is None:
+        # Gone between apply and read: the model is being deleted (or an admin raced
+        # us). The next event or re-check sees the settled state.
+        return Outcome(
+            ready=Cond("Ready", "Unknown", "DeploymentMissing", "The Deployment disappeared."),
+            progressing=Cond("Progressing", "True", "DeploymentMissing", "Re-applying."),
+            degraded=Cond(
+                "Degraded", "Unknown", "DeploymentMissing", "The Deployment disappeared."
+            ),
+        )
     outcome = rollout_outcome(deployment, model.spec.scaling.min_replicas)
     if outcome.ready.status != "True":
         pods = kube.list(

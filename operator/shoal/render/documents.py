@@ -1,7 +1,8 @@
 """``shoal render``: custom resources in, every object the operator would create out.
 
 Works on documents alone, with no cluster: the pools and batch policies a model refers
-to must be among the documents.
+to must be among the documents, and a pool's selector is matched against the Namespace
+documents given.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from shoal.api.admission import admits
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.desired import model_objects, pool_objects
+from shoal.render.tenancy import tenant_objects
 
 
 class RenderError(ValueError):
@@ -30,7 +33,13 @@ def render_documents(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     pools: dict[str, TenantPool] = {}
     policies: dict[tuple[str, str], BatchPolicy] = {}
     models: list[InferenceModel] = []
+    namespaces: dict[str, dict[str, str]] = {}
     for doc in docs:
+        if doc.get("kind") == "Namespace" and doc.get("apiVersion") == "v1":
+            name = (doc.get("metadata") or {}).get("name", "")
+            labels = dict((doc.get("metadata") or {}).get("labels") or {})
+            namespaces[name] = {"kubernetes.io/metadata.name": name, **labels}
+            continue
         if not str(doc.get("apiVersion", "")).startswith("shoal.dev/"):
             continue
         doc = dict(doc)
@@ -53,6 +62,13 @@ def render_documents(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for each_pool in pools.values():
         out += pool_objects(each_pool)
+        # Tenant namespaces: those the pool names, and the given Namespace documents
+        # its selector admits (a cluster may hold more; the operator finds those).
+        admitted = set(each_pool.spec.tenants.namespaces) | {
+            name for name, labels in namespaces.items() if admits(each_pool, name, labels)
+        }
+        for namespace in sorted(admitted):
+            out += tenant_objects(each_pool, namespace)
     for model in models:
         where = f"InferenceModel {model.metadata.namespace}/{model.metadata.name}"
         model_pool = pools.get(model.spec.pool)
