@@ -35,11 +35,14 @@ $(NCA_STAMP):
 
 tools: $(NCA_STAMP)
 
-# Debian packages the tests run for real: rclone (the model-fetch init container's tool).
+# Debian packages the tests run for real: rclone (the model-fetch init container's
+# tool) and prometheus (the server and promtool).
+DEBIAN_PACKAGES := rclone prometheus
 system-deps:
-	@command -v rclone >/dev/null || { \
-	  echo "installing Debian packages: rclone"; \
-	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq rclone >/dev/null; }
+	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	  echo "installing Debian packages: $(DEBIAN_PACKAGES)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null; }
 
 binaries:
 	e2e/cluster/build.sh

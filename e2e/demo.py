@@ -25,12 +25,18 @@ def main() -> int:
     where = "local cluster" if target.local else "cluster from $KUBECONFIG"
     print(f"shoal demo: using the {where} ({kubeconfig})", flush=True)
     kubectl = str(local.ensure_binaries() / "kubectl")
-    crds = sorted((REPO / "crds").glob("*.yaml"))
-    if crds:
-        args = [kubectl, f"--kubeconfig={kubeconfig}", "apply", "--server-side"]
-        for crd in crds:
-            args += ["-f", str(crd)]
-        subprocess.run(args, check=True)
+    base = [kubectl, f"--kubeconfig={kubeconfig}"]
+    crds = sorted((REPO / "crds").glob("*.shoal.dev.yaml"))
+    subprocess.run(
+        [*base, "apply", "--server-side", *[f"--filename={c}" for c in crds]], check=True
+    )
+    names = [f"crd/{c.name.removesuffix('.yaml')}" for c in crds]
+    subprocess.run(
+        [*base, "wait", "--for=condition=Established", "--timeout=60s", *names], check=True
+    )
+    # The admission policy takes TenantPools as parameters: only once their CRD is served.
+    policy = REPO / "crds" / "admission-policy.yaml"
+    subprocess.run([*base, "apply", "--server-side", f"--filename={policy}"], check=True)
     print(
         f"shoal demo: starting the operator; in another shell: export KUBECONFIG={kubeconfig}",
         flush=True,

@@ -76,12 +76,20 @@ def kubectl(kube_target: Target) -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def crds(kubectl: Callable[..., str]) -> list[str]:
-    """The generated CRDs, installed (server-side apply) and Established."""
-    files = sorted(str(p) for p in (REPO / "crds").glob("*.yaml"))
-    kubectl("apply", "--server-side", "--force-conflicts", *[f"--filename={f}" for f in files])
-    stems = [Path(f).name.removesuffix(".yaml") for f in files]
-    names = [f"crd/{stem}" for stem in stems if stem.endswith(".shoal.dev")]
+    """The generated CRDs, installed (server-side apply) and Established, then the
+    admission policy that takes TenantPools as parameters.
+
+    The order matters: a ValidatingAdmissionPolicy created before its paramKind's CRD
+    is served stays broken ("failed to find resource referenced by paramKind") until it
+    is recreated, so it is recreated once the CRDs are Established.
+    """
+    crd_files = sorted(str(p) for p in (REPO / "crds").glob("*.shoal.dev.yaml"))
+    kubectl("apply", "--server-side", "--force-conflicts", *[f"--filename={f}" for f in crd_files])
+    names = [f"crd/{Path(f).name.removesuffix('.yaml')}" for f in crd_files]
     kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+    policy = str(REPO / "crds" / "admission-policy.yaml")
+    kubectl("delete", "--ignore-not-found", f"--filename={policy}")
+    kubectl("apply", "--server-side", "--force-conflicts", f"--filename={policy}")
     return names
 
 

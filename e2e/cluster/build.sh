@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local cluster's binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kwok) from the pinned Go modules under tools/, into a cache
+# kube-scheduler, kubectl, kwok, prometheus-adapter) from the pinned Go modules under tools/, into a cache
 # directory outside the repository keyed by version. A second run finds them and
 # returns at once. Prints the binary directory on its last line.
 set -euo pipefail
@@ -14,7 +14,9 @@ module_version() { # module directory, module path -> pinned version from its go
 k8s_version="$(module_version kubernetes k8s.io/kubernetes)"
 etcd_version="$(module_version etcd go.etcd.io/etcd/server/v3)"
 kwok_version="$(module_version kwok sigs.k8s.io/kwok)"
+adapter_version="$(module_version prometheus-adapter sigs.k8s.io/prometheus-adapter)"
 bin_dir="$cache_root/bin/k8s-$k8s_version-etcd-$etcd_version-kwok-$kwok_version"
+bin_dir+="-adapter-$adapter_version"
 mkdir -p "$bin_dir"
 
 build() { # module directory, output name, package, ldflags
@@ -39,6 +41,7 @@ for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   build kubernetes "$cmd" "k8s.io/kubernetes/cmd/$cmd" "$k8s_ldflags"
 done
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok ""
+build prometheus-adapter prometheus-adapter sigs.k8s.io/prometheus-adapter/cmd/adapter ""
 
 # KWOK's binary has no built-in behaviour: it plays the Stage objects it is given. Use
 # the stages its own module ships at the pinned version (what kwokctl uses too):

@@ -7,6 +7,7 @@ children, or the periodic resync) leads to the same level-triggered pass.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
 import threading
@@ -15,7 +16,15 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from shoal.kube.client import ApiError, Kube
-from shoal.reconcile.conditions import Cond, merge_conditions, now_rfc3339, status_differs
+from shoal.metrics.reader import MetricsReader
+from shoal.metrics.status import metrics_status
+from shoal.reconcile.conditions import (
+    Cond,
+    condition,
+    merge_conditions,
+    now_rfc3339,
+    status_differs,
+)
 from shoal.reconcile.model import reconcile_model
 from shoal.reconcile.policy import reconcile_policy
 from shoal.reconcile.pool import models_of_pool, reconcile_pool
@@ -46,10 +55,13 @@ def _quietly(what: str) -> Callable[[F], F]:
 
 
 class Controller:
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: Kube, metrics: MetricsReader | None = None) -> None:
         self.kube = kube
+        self.metrics = metrics
         self._locks: defaultdict[tuple[str, str, str], threading.Lock] = defaultdict(threading.Lock)
         self._guard = threading.Lock()
+        # When each model's next scheduled window opens or closes.
+        self._wakeups: dict[tuple[str, str], dt.datetime] = {}
 
     def _lock(self, kind: str, namespace: str | None, name: str) -> threading.Lock:
         with self._guard:
@@ -57,13 +69,27 @@ class Controller:
 
     # ------------------------------------------------------------------ models
     @_quietly("InferenceModel")
-    def model(self, namespace: str, name: str) -> None:
+    def model(self, namespace: str, name: str, *, refresh_metrics: bool = False) -> None:
+        """Reconcile one model. Figures are read from Prometheus on the periodic pass
+        (or the model's first), not on every event: they change all the time, and
+        writing them on every event would feed the next event."""
         with self._lock("InferenceModel", namespace, name):
             body = self.kube.get(GV, "InferenceModel", name, namespace)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return
             before = (body.get("status") or {}).get("replicas")
-            outcome = reconcile_model(self.kube, body)
+            first = condition(body.get("status"), "MetricsAvailable") is None
+            metrics = None
+            if self.metrics is None:
+                metrics = metrics_status(None)
+            elif refresh_metrics or first:
+                metrics = metrics_status(self.metrics.figures(namespace, name))
+            outcome = reconcile_model(self.kube, body, metrics)
+            with self._guard:
+                if outcome.next_change is None:
+                    self._wakeups.pop((namespace, name), None)
+                else:
+                    self._wakeups[(namespace, name)] = outcome.next_change
         after = outcome.deployment and (outcome.deployment.get("status") or {}).get("replicas", 0)
         if before != after:
             self.pool(body["spec"]["pool"])  # its GPU use changed
@@ -130,6 +156,13 @@ class Controller:
         for pool in self.kube.list(GV, "TenantPool"):
             self.pool(pool["metadata"]["name"])
 
+    def seconds_to_next_window_change(self) -> float | None:
+        with self._guard:
+            soonest = min(self._wakeups.values(), default=None)
+        if soonest is None:
+            return None
+        return max((soonest - dt.datetime.now(dt.UTC)).total_seconds(), 0.0)
+
     def resync_all(self) -> None:
         """Re-check every object (the periodic backstop)."""
         for pool in self.kube.list(GV, "TenantPool"):
@@ -139,7 +172,7 @@ class Controller:
             self.policy(meta["namespace"], meta["name"], cascade=False)
         for model in self.kube.list(GV, "InferenceModel"):
             meta = model["metadata"]
-            self.model(meta["namespace"], meta["name"])
+            self.model(meta["namespace"], meta["name"], refresh_metrics=True)
 
     # ------------------------------------------------------------------ children
     def owner_of(self, body: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ import kopf
 from shoal import __version__
 from shoal.controller import Controller
 from shoal.kube.client import Kube, load_api_client
+from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 
 GROUP, VERSION = "shoal.dev", "v1alpha1"
@@ -31,12 +32,40 @@ def controller() -> Controller:
 
 
 @kopf.on.startup()
-def start(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
-    global _controller
-    _controller = Controller(Kube(load_api_client()))
+async def start(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
+    global _controller, _resync_task
+    reader = MetricsReader(_settings.prometheus_url) if _settings.prometheus_url else None
+    _controller = Controller(Kube(load_api_client()), reader)
+    _resync_task = asyncio.create_task(_resync_forever())
     logger.info(
         "shoal operator %s started (resync every %ss)", __version__, _settings.resync_seconds
     )
+
+
+@kopf.on.cleanup()
+async def stop(**_: Any) -> None:
+    if _resync_task is not None:
+        _resync_task.cancel()
+
+
+async def _resync_forever() -> None:
+    """The level-triggered backstop: every object is re-checked periodically even when
+    no event arrives. One loop for the whole operator, not a kopf timer per object:
+    per-object timers make kopf put a finalizer on every model, which would block
+    namespace deletion whenever the operator is down."""
+    loop = asyncio.get_running_loop()
+    while True:
+        # Wake early when a scheduled window opens or closes, to move the HPA's floor
+        # on time (a second after the boundary, so the window is seen open or closed).
+        delay = _settings.resync_seconds
+        boundary = controller().seconds_to_next_window_change()
+        if boundary is not None:
+            delay = min(delay, boundary + 1.0)
+        await asyncio.sleep(delay)
+        try:
+            await loop.run_in_executor(None, controller().resync_all)
+        except Exception:
+            logging.getLogger(__name__).exception("periodic resync failed")
 
 
 @kopf.on.probe(id="version")

@@ -1,4 +1,5 @@
-"""Writing the generated files: crds/*.yaml and docs/api-reference.md."""
+"""Writing the generated files: CRDs and admission policy, the API reference, and the
+monitoring pipeline's rule files."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import yaml
 from shoal.api.admission_policy import admission_policy
 from shoal.api.crd import KINDS, crd
 from shoal.api.reference import render_reference
+from shoal.metrics.pipeline import adapter_rules, kubernetes_scrape_config, recording_rules
 
-HEADER = "# Generated from operator/shoal/api by `make generate`. Do not edit.\n"
+HEADER = "# Generated from operator/shoal by `make generate`. Do not edit.\n"
 
 
 def rendered_files() -> dict[str, str]:
@@ -23,6 +25,16 @@ def rendered_files() -> dict[str, str]:
         admission_policy(), sort_keys=False, width=100
     )
     files["docs/api-reference.md"] = render_reference()
+    monitoring = "manifests/monitoring"
+    files[f"{monitoring}/prometheus-rules.yaml"] = HEADER + yaml.safe_dump(
+        recording_rules(), sort_keys=False, width=100
+    )
+    files[f"{monitoring}/prometheus-adapter-config.yaml"] = HEADER + yaml.safe_dump(
+        adapter_rules(), sort_keys=False, width=100
+    )
+    files[f"{monitoring}/prometheus-scrape-config.yaml"] = HEADER + yaml.safe_dump(
+        {"scrape_configs": [kubernetes_scrape_config()]}, sort_keys=False, width=100
+    )
     return files
 
 

@@ -368,6 +368,14 @@ class InferenceModelStatus(SpecModel):
     )
     request_rate: float | None = Field(default=None, ge=0, description="Requests per second.")
     endpoints: Endpoints | None = Field(default=None, description="Where clients reach the model.")
+    warm_pool: int | None = Field(
+        default=None,
+        ge=0,
+        description="The warm pool now: minReplicas, or more while a schedule is open.",
+    )
+    open_schedules: list[str] = Field(
+        default_factory=list, description="Scheduled windows open now."
+    )
     kopf: KopfState | None = Field(default=None, description="Operator framework bookkeeping.")
 
 

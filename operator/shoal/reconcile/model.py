@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from dataclasses import dataclass, replace
@@ -24,6 +25,7 @@ from shoal.reconcile.conditions import (
 )
 from shoal.render.desired import model_objects
 from shoal.render.names import GRPC_PORT, HTTP_PORT, MODEL_LABEL
+from shoal.render.schedule import Floor, floor_at, next_change
 
 log = logging.getLogger(__name__)
 GROUP_VERSION = "shoal.dev/v1alpha1"
@@ -37,6 +39,8 @@ class Outcome:
     progressing: Cond
     degraded: Cond
     deployment: dict[str, Any] | None = None
+    floor: Floor | None = None
+    next_change: dt.datetime | None = None  # when a scheduled window opens or closes
 
 
 def _blocked(reason: str, message: str) -> Outcome:
@@ -178,8 +182,9 @@ def converge(kube: Kube, model: InferenceModel) -> Outcome:
     if blocked is not None or pool is None:
         assert blocked is not None
         return blocked
+    floor = floor_at(model.spec.scaling, dt.datetime.now(dt.UTC))
     try:
-        desired = model_objects(model, policy.spec if policy else None, pool)
+        desired = model_objects(model, policy.spec if policy else None, pool, floor.min_replicas)
     except ValueError as exc:
         return _blocked("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
     deployment: dict[str, Any] | None = None
@@ -206,7 +211,11 @@ def converge(kube: Kube, model: InferenceModel) -> Outcome:
                 "Degraded", "Unknown", "DeploymentMissing", "The Deployment disappeared."
             ),
         )
-    outcome = rollout_outcome(deployment, model.spec.scaling.min_replicas)
+    outcome = replace(
+        rollout_outcome(deployment, floor.min_replicas),
+        floor=floor,
+        next_change=next_change(model.spec.scaling, dt.datetime.now(dt.UTC)),
+    )
     if outcome.ready.status != "True":
         pods = kube.list(
             "v1", "Pod", model.metadata.namespace, labels=f"{MODEL_LABEL}={model.metadata.name}"
@@ -249,18 +258,37 @@ def _api_message(exc: ApiError) -> str:
         return str(exc.body)
 
 
-def desired_status(model: InferenceModel, body: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
-    """The status to write (pure): conditions, replicas, endpoints."""
+METRIC_FIELDS = ("queueDepth", "p95Latency", "averageBatchSize", "requestRate")
+
+
+def desired_status(
+    model: InferenceModel,
+    body: dict[str, Any],
+    outcome: Outcome,
+    metrics: tuple[dict[str, Any], Cond] | None = None,
+) -> dict[str, Any]:
+    """The status to write (pure): conditions, replicas, endpoints, and the figures
+    from Prometheus (``metrics``; None keeps the figures already in status)."""
     live = body.get("status") or {}
     generation = model.metadata.generation
+    conditions = [outcome.ready, outcome.progressing, outcome.degraded]
+    figures: dict[str, Any] = {}
+    if metrics is not None:
+        figures = {key: metrics[0].get(key) for key in METRIC_FIELDS}  # None clears
+        conditions.append(metrics[1])
+    else:
+        figures = {key: live[key] for key in METRIC_FIELDS if key in live}
+        kept = condition(live, "MetricsAvailable")
+        if kept is not None:
+            conditions.append(
+                Cond("MetricsAvailable", kept["status"], kept["reason"], kept.get("message", ""))
+            )
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "conditions": merge_conditions(
-            live.get("conditions", []),
-            [outcome.ready, outcome.progressing, outcome.degraded],
-            generation,
-            now_rfc3339(),
+            live.get("conditions", []), conditions, generation, now_rfc3339()
         ),
+        **figures,
     }
     if outcome.deployment is not None:
         dstatus = outcome.deployment.get("status") or {}
@@ -268,10 +296,15 @@ def desired_status(model: InferenceModel, body: dict[str, Any], outcome: Outcome
         status["readyReplicas"] = dstatus.get("readyReplicas", 0)
         host = f"{model.metadata.name}.{model.metadata.namespace}.svc"
         status["endpoints"] = {"http": f"http://{host}:{HTTP_PORT}", "grpc": f"{host}:{GRPC_PORT}"}
+    if outcome.floor is not None:
+        status["warmPool"] = outcome.floor.min_replicas
+        status["openSchedules"] = list(outcome.floor.open_windows)
     return status
 
 
-def reconcile_model(kube: Kube, body: dict[str, Any]) -> Outcome:
+def reconcile_model(
+    kube: Kube, body: dict[str, Any], metrics: tuple[dict[str, Any], Cond] | None = None
+) -> Outcome:
     """One level-triggered pass over an InferenceModel. Safe to call at any time."""
     live = body.get("status") or {}
     try:
@@ -288,7 +321,7 @@ def reconcile_model(kube: Kube, body: dict[str, Any]) -> Outcome:
         }
     else:
         outcome = converge(kube, model)
-        new_status = desired_status(model, body, outcome)
+        new_status = desired_status(model, body, outcome, metrics)
     if status_differs(live, new_status):
         before = condition(live, "Ready")
         kube.patch_status(body, new_status)

@@ -1,0 +1,332 @@
+"""The real metrics pipeline around the local cluster: Prometheus, prometheus-adapter
+registered as the custom metrics API, and real tritonserver processes standing for a
+model's pods.
+
+KWOK pods run nothing, so :class:`PodBackers` starts one real tritonserver per Running
+pod of a model (on 127.0.0.1, with the model's rendered config) and tells Prometheus,
+through a file_sd target file, to scrape it under that pod's namespace and name. The
+HPA controller then reads real queue depths, through the real adapter, and scales the
+Deployment; KWOK starts the new pods, and the backers start their servers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from kubernetes import client
+
+from e2e import triton
+from e2e.cluster.local import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+MONITORING = REPO / "manifests" / "monitoring"
+SCRAPE_INTERVAL = "2s"
+
+
+def _wait_http(
+    url: str,
+    what: str,
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    timeout: float = 60,
+    verify: bool = True,
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited:\n{log.read_text()[-3000:]}")
+        try:
+            if httpx.get(url, timeout=2, verify=verify).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{what} not ready in {timeout:.0f}s:\n{log.read_text()[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass
+class Prometheus:
+    """Debian's prometheus with Shoal's recording rules and a file_sd scrape job."""
+
+    workdir: Path
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def targets_file(self) -> Path:
+        return self.workdir / "triton-targets.json"
+
+    def start(self) -> Prometheus:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.targets_file.write_text("[]")
+        config = {
+            "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+            "rule_files": [str(MONITORING / "prometheus-rules.yaml")],
+            "scrape_configs": [
+                {
+                    "job_name": "shoal-triton",
+                    "file_sd_configs": [
+                        {"files": [str(self.targets_file)], "refresh_interval": "1s"}
+                    ],
+                }
+            ],
+        }
+        (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        log = self.workdir / "prometheus.log"
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    "prometheus",
+                    f"--config.file={self.workdir / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={self.workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        _wait_http(f"{self.url}/-/ready", "prometheus", self.proc, log)
+        return self
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        reply = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
+        result: list[dict[str, Any]] = reply.json()["data"]["result"]
+        return result
+
+    def stop(self) -> None:
+        if self.proc:
+            _stop(self.proc)
+
+
+@dataclass
+class MetricsAdapter:
+    """prometheus-adapter serving custom.metrics.k8s.io, registered with the cluster.
+
+    The APIService points at a Service of type ExternalName naming 127.0.0.1 (an
+    Endpoints object may not hold a loopback address)."""
+
+    binary: Path
+    kubeconfig: Path
+    prometheus_url: str
+    workdir: Path
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    namespace: str = "shoal-monitoring"
+
+    def start(self) -> MetricsAdapter:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        log = self.workdir / "adapter.log"
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    str(self.binary),
+                    f"--prometheus-url={self.prometheus_url}",
+                    f"--config={MONITORING / 'prometheus-adapter-config.yaml'}",
+                    f"--lister-kubeconfig={self.kubeconfig}",
+                    f"--authentication-kubeconfig={self.kubeconfig}",
+                    f"--authorization-kubeconfig={self.kubeconfig}",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={self.port}",
+                    f"--cert-dir={self.workdir / 'certs'}",
+                    "--metrics-relist-interval=5s",
+                    "--v=1",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        _wait_http(
+            f"https://127.0.0.1:{self.port}/healthz",
+            "prometheus-adapter",
+            self.proc,
+            log,
+            verify=False,
+        )
+        self._register()
+        return self
+
+    def _kubectl(self, *args: str, stdin: str | None = None) -> None:
+        subprocess.run(
+            [str(self.binary.parent / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+
+    def _register(self) -> None:
+        service = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "prometheus-adapter", "namespace": self.namespace},
+            "spec": {
+                "type": "ExternalName",
+                "externalName": "127.0.0.1",
+                "ports": [{"name": "https", "port": self.port}],
+            },
+        }
+        api_service = {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": "v1beta2.custom.metrics.k8s.io"},
+            "spec": {
+                "group": "custom.metrics.k8s.io",
+                "version": "v1beta2",
+                "service": {
+                    "namespace": self.namespace,
+                    "name": "prometheus-adapter",
+                    "port": self.port,
+                },
+                "insecureSkipTLSVerify": True,
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+            },
+        }
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}
+        docs = yaml.safe_dump_all([namespace, service, api_service])
+        self._kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=docs)
+
+    def unregister(self) -> None:
+        self._kubectl("delete", "apiservice", "v1beta2.custom.metrics.k8s.io", "--ignore-not-found")
+
+    def stop(self) -> None:
+        self.unregister()
+        if self.proc:
+            _stop(self.proc)
+
+
+@dataclass
+class PodBackers:
+    """One real tritonserver per Running pod of a model, scraped under the pod's name."""
+
+    core: client.CoreV1Api
+    namespace: str
+    model: str
+    repository: Path
+    prometheus: Prometheus
+    workdir: Path
+    servers: dict[str, triton.TritonServer] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> PodBackers:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def http_urls(self) -> list[str]:
+        with self._lock:
+            return [s.http_url for s in self.servers.values()]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pods = self.core.list_namespaced_pod(
+                self.namespace, label_selector=f"shoal.dev/model={self.model}"
+            ).items
+            running: set[str] = set()
+            for pod in pods:
+                meta, status = pod.metadata, pod.status
+                if meta and status and status.phase == "Running" and not meta.deletion_timestamp:
+                    running.add(str(meta.name))
+            for name in sorted(running - set(self.servers)):
+                server = triton.start(self.repository, self.workdir / name, timeout=120)
+                with self._lock:
+                    self.servers[name] = server
+            for name in sorted(set(self.servers) - running):
+                with self._lock:
+                    server = self.servers.pop(name)
+                server.stop()
+            self._write_targets()
+            self._stop.wait(1.0)
+
+    def _write_targets(self) -> None:
+        with self._lock:
+            targets = [
+                {
+                    "targets": [f"127.0.0.1:{s.metrics_port}"],
+                    "labels": {
+                        "namespace": self.namespace,
+                        "pod": pod,
+                        "inferencemodel": self.model,
+                    },
+                }
+                for pod, s in self.servers.items()
+            ]
+        tmp = self.prometheus.targets_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(targets))
+        tmp.replace(self.prometheus.targets_file)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(30)
+        with self._lock:
+            for server in self.servers.values():
+                server.stop()
+            self.servers.clear()
+
+
+@dataclass
+class LoadGenerator:
+    """Closed-loop clients spreading requests over the backers (a round-robin balancer)."""
+
+    urls: Callable[[], list[str]]
+    model: str
+    clients: int
+    body: dict[str, Any]
+    sent: int = 0
+    failed: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> LoadGenerator:
+        for i in range(self.clients):
+            thread = threading.Thread(target=self._client, args=(i,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def _client(self, index: int) -> None:
+        turn = index
+        with httpx.Client(timeout=30) as http:
+            while not self._stop.is_set():
+                urls = self.urls()
+                if not urls:
+                    time.sleep(0.2)
+                    continue
+                turn += 1
+                url = urls[turn % len(urls)]
+                try:
+                    http.post(f"{url}/v2/models/{self.model}/infer", json=self.body)
+                    self.sent += 1
+                except httpx.HTTPError:
+                    self.failed += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)

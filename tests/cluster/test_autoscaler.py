@@ -1,0 +1,73 @@
+"""The autoscaler Shoal renders, under the real HPA controller: missing metrics hold
+the replicas where they are, and an open scheduled window raises the warm pool."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from e2e.cluster.local import HPA_SYNC_PERIOD
+from kubernetes import client
+
+from tests.support.shoal_objects import Shoal, inference_model, ready
+from tests.support.wait import wait_for
+
+
+def test_missing_metrics_never_scale_down(
+    api: client.ApiClient, operator: Path, namespace: str
+) -> None:
+    """No queue-depth series exists for this model: the HPA controller cannot compute a
+    recommendation, so it keeps the replicas it has (upstream: a failed metric yields
+    no scale change; ScalingActive turns False with the reason)."""
+    shoal = Shoal(api)
+    apps, autoscaling = client.AppsV1Api(api), client.AutoscalingV2Api(api)
+    with shoal.pool([namespace]) as pool:
+        shoal.create(inference_model("unmetered", pool), namespace)
+        wait_for(
+            "Ready", lambda: shoal.get("InferenceModel", "unmetered", namespace), ready, timeout=90
+        )
+        apps.patch_namespaced_deployment_scale("unmetered", namespace, {"spec": {"replicas": 3}})
+        hpa = wait_for(
+            "the HPA to report its metric missing",
+            lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("unmetered", namespace),
+            lambda h: any(
+                c.type == "ScalingActive" and c.status == "False" for c in h.status.conditions or []
+            ),
+            timeout=60,
+        )
+        reason = next(c.reason for c in hpa.status.conditions if c.type == "ScalingActive")
+        assert reason.startswith("FailedGet"), reason
+        time.sleep(4 * float(HPA_SYNC_PERIOD.rstrip("s")))
+        assert apps.read_namespaced_deployment("unmetered", namespace).spec.replicas == 3
+
+
+def test_an_open_schedule_raises_the_warm_pool(
+    api: client.ApiClient, operator: Path, namespace: str
+) -> None:
+    shoal = Shoal(api)
+    apps = client.AppsV1Api(api)
+    with shoal.pool([namespace]) as pool:
+        body = inference_model("peaky", pool, min_replicas=1)
+        body["spec"]["scaling"]["maxReplicas"] = 4
+        body["spec"]["scaling"]["schedules"] = [
+            # Opens every minute and stays open an hour: open now, whatever the time.
+            {"name": "always", "start": "* * * * *", "duration": "1h", "minReplicas": 3},
+        ]
+        shoal.create(body, namespace)
+        model = wait_for(
+            "the open window in status",
+            lambda: shoal.get("InferenceModel", "peaky", namespace),
+            lambda m: (m.get("status") or {}).get("openSchedules") == ["always"],
+            timeout=60,
+        )
+        assert model["status"]["warmPool"] == 3
+        hpa = client.AutoscalingV2Api(api).read_namespaced_horizontal_pod_autoscaler(
+            "peaky", namespace
+        )
+        assert hpa.spec.min_replicas == 3
+        wait_for(
+            "the HPA controller to raise the Deployment to the window's floor",
+            lambda: apps.read_namespaced_deployment("peaky", namespace).spec.replicas,
+            lambda r: r == 3,
+            timeout=60,
+        )
