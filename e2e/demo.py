@@ -35,7 +35,7 @@ def main() -> int:
         [*base, "wait", "--for=condition=Established", "--timeout=60s", *names], check=True
     )
     # The admission policy takes TenantPools as parameters: only once their CRD is served.
-    policy = REPO / "crds" / "admission-policy.yaml"
+    policy = REPO / "manifests" / "admission" / "admission-policy.yaml"
     subprocess.run([*base, "apply", "--server-side", f"--filename={policy}"], check=True)
     print(
         f"shoal demo: starting the operator; in another shell: export KUBECONFIG={kubeconfig}",

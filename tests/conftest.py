@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from e2e.cluster import local
 from e2e.cluster.target import Target, resolve_target
 from kubernetes import client
@@ -87,22 +88,57 @@ def crds(kubectl: Callable[..., str]) -> list[str]:
     kubectl("apply", "--server-side", "--force-conflicts", *[f"--filename={f}" for f in crd_files])
     names = [f"crd/{Path(f).name.removesuffix('.yaml')}" for f in crd_files]
     kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
-    policy = str(REPO / "crds" / "admission-policy.yaml")
+    policy = str(REPO / "manifests" / "admission" / "admission-policy.yaml")
     kubectl("delete", "--ignore-not-found", f"--filename={policy}")
     kubectl("apply", "--server-side", "--force-conflicts", f"--filename={policy}")
     return names
 
 
 @pytest.fixture(scope="session")
-def operator(
-    kube_target: Target, crds: list[str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Path]:
-    """The real operator (``shoal run``), watching the whole cluster; yields its log."""
+def operator_kubeconfig(
+    kube_target: Target,
+    crds: list[str],
+    kubectl: Callable[..., str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Path:
+    """A kubeconfig holding only the shoal-operator ServiceAccount's token.
+
+    manifests/base (namespace, ServiceAccount, least-privilege ClusterRole, Deployment)
+    is applied, and the operator under test runs with exactly those rights: a rule the
+    operator needs and the ClusterRole lacks fails the tests.
+    """
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "manifests" / "base"))
+    token = kubectl(
+        "create", "token", "shoal-operator", "--namespace=shoal-system", "--duration=6h"
+    ).strip()
+    admin = yaml.safe_load(kube_target.kubeconfig.read_text())
+    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": "shoal-operator", "user": {"token": token}}],
+        "contexts": [
+            {"name": "operator", "context": {"cluster": cluster["name"], "user": "shoal-operator"}}
+        ],
+        "current-context": "operator",
+    }
+    path = tmp_path_factory.mktemp("operator-sa") / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="session")
+def operator(operator_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The real operator (``shoal run``), cluster-wide, as its ServiceAccount; yields
+    its log. Tracebacks in the log (a 403 among them) fail the session."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    with running_operator(kube_target.kubeconfig, log):
+    with running_operator(operator_kubeconfig, log):
         yield log
     errors = [line for line in log.read_text().splitlines() if "Traceback" in line]
     assert not errors, f"the operator logged tracebacks; see {log}"
+    assert " 403" not in log.read_text(), f"the operator was forbidden something; see {log}"
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from shoal.reconcile.pool import models_of_pool, reconcile_pool
 log = logging.getLogger(__name__)
 GV = "shoal.dev/v1alpha1"
 F = TypeVar("F", bound=Callable[..., Any])
+POOL_FINALIZER = "shoal.dev/pool-in-use"
 
 
 def _quietly(what: str) -> Callable[[F], F]:
@@ -116,40 +117,48 @@ class Controller:
     # ------------------------------------------------------------------ pools
     @_quietly("TenantPool")
     def pool(self, name: str, *, cascade: bool = False) -> None:
+        """Reconcile a pool; while models use it, hold deletion with a finalizer.
+
+        The finalizer is Shoal's own and level-triggered: present exactly while the pool
+        has models, so an unused pool deletes at once and a used one waits, saying why,
+        until its last model leaves (a model's deletion re-checks its pool)."""
         models = models_of_pool(self.kube, name)
         with self._lock("TenantPool", None, name):
             body = self.kube.get(GV, "TenantPool", name)
-            if body is not None and not body["metadata"].get("deletionTimestamp"):
-                reconcile_pool(self.kube, body, models, self.kube.list("v1", "Namespace"))
+            if body is None:
+                return
+            finalizers = list(body["metadata"].get("finalizers") or [])
+            held = POOL_FINALIZER in finalizers
+            others = [f for f in finalizers if f != POOL_FINALIZER]
+            if body["metadata"].get("deletionTimestamp"):
+                if models:
+                    self._report_blocked(body, models)
+                elif held:
+                    self.kube.set_finalizers(body, others)
+                return
+            if bool(models) != held:
+                self.kube.set_finalizers(body, [*others, POOL_FINALIZER] if models else others)
+                body = self.kube.get(GV, "TenantPool", name) or body
+            reconcile_pool(self.kube, body, models, self.kube.list("v1", "Namespace"))
         if cascade:
             for model in models:
                 meta = model["metadata"]
                 self.model(meta["namespace"], meta["name"])
 
-    def pool_users(self, name: str) -> list[str]:
-        """namespace/name of the models that use the pool; reported on the pool too."""
-        users = sorted(
-            f"{m['metadata']['namespace']}/{m['metadata']['name']}"
-            for m in models_of_pool(self.kube, name)
+    def _report_blocked(self, body: dict[str, Any], models: list[dict[str, Any]]) -> None:
+        users = sorted(f"{m['metadata']['namespace']}/{m['metadata']['name']}" for m in models)
+        message = (
+            f"Deletion waits until no InferenceModel uses the pool; {len(users)} still "
+            f"do: {', '.join(users[:10])}."
         )
-        body = self.kube.get(GV, "TenantPool", name)
-        if body is not None and users:
-            message = (
-                f"Deletion waits until no InferenceModel uses the pool; {len(users)} still "
-                f"do: {', '.join(users[:10])}."
-            )
-            cond = Cond("Ready", "False", "DeletionBlocked", message)
-            live = body.get("status") or {}
-            conditions = merge_conditions(
-                live.get("conditions", []),
-                [cond],
-                body["metadata"].get("generation"),
-                now_rfc3339(),
-            )
-            if status_differs(live, {"conditions": conditions}):
-                self.kube.patch_status(body, {"conditions": conditions})
-                self.kube.event(body, "Warning", "DeletionBlocked", message)
-        return users
+        cond = Cond("Ready", "False", "DeletionBlocked", message)
+        live = body.get("status") or {}
+        conditions = merge_conditions(
+            live.get("conditions", []), [cond], body["metadata"].get("generation"), now_rfc3339()
+        )
+        if status_differs(live, {"conditions": conditions}):
+            self.kube.patch_status(body, {"conditions": conditions})
+            self.kube.event(body, "Warning", "DeletionBlocked", message)
 
     def all_pools(self) -> None:
         """A namespace appeared, changed labels or went away: every pool re-checks."""

@@ -75,8 +75,11 @@ def version_probe(**_: Any) -> str:
 
 # ---------------------------------------------------------------------- InferenceModel
 @kopf.on.event(GROUP, VERSION, "inferencemodels")
-def model_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
-    if type != "DELETED":
+def model_event(type: str, namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> None:
+    if type == "DELETED":
+        # Its pool may be waiting for its last model before it can go.
+        controller().pool(str(spec.get("pool", "")))
+    else:
         controller().model(namespace or "", name)
 
 
@@ -115,18 +118,3 @@ for _group_version, _plural in (
 ):
     _group, _, _version = _group_version.rpartition("/")
     kopf.on.event(_group, _version, _plural, labels=MANAGED, id=f"child-{_plural}")(_child_event)
-
-
-# ---------------------------------------------------------------------- pool deletion
-@kopf.on.delete(GROUP, VERSION, "tenantpools")
-def pool_delete(name: str, **_: Any) -> None:
-    """A pool in use is not released: its models would lose their quota, priority and
-    network isolation. Deletion waits (kopf's finalizer on the cluster-scoped pool;
-    tenant namespaces are never blocked) until the last model has left."""
-    users = controller().pool_users(name)
-    if users:
-        raise kopf.TemporaryError(
-            f"TenantPool {name} is still used by {len(users)} InferenceModel(s): "
-            f"{', '.join(users[:10])}; delete or move them first",
-            delay=10,
-        )

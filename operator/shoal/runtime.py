@@ -41,7 +41,7 @@ def run(config: Settings) -> None:
     """Run the operator until it is told to stop (blocking)."""
     import shoal.handlers  # noqa: F401  - registers the handlers with kopf
 
-    kopf.configure(verbose=False, log_prefix=True)
+    kopf.configure(verbose=config.verbose, log_prefix=True)
     kopf.run(
         settings=operator_settings(config),
         standalone=True,

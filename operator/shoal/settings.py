@@ -39,6 +39,7 @@ class Settings(BaseModel):
         default=330, gt=0, description="Seconds before a silent watch is dropped and re-opened."
     )
 
+    verbose: bool = Field(default=False, description="Log every API call kopf makes.")
     workers: int = Field(
         default=16, ge=1, le=256, description="Threads that run reconciles concurrently."
     )
@@ -57,6 +58,7 @@ class Settings(BaseModel):
             ("watch_server_timeout", "SHOAL_WATCH_SERVER_TIMEOUT"),
             ("watch_client_timeout", "SHOAL_WATCH_CLIENT_TIMEOUT"),
             ("workers", "SHOAL_WORKERS"),
+            ("verbose", "SHOAL_VERBOSE"),
         ):
             if name in env and env[name] != "":
                 values[key] = env[name]

@@ -290,7 +290,7 @@ def test_deleting_a_pool_in_use_waits_for_its_last_model(
     wait_for(
         "the operator's finalizer on the pool",
         lambda: shoal.get("TenantPool", pool)["metadata"].get("finalizers") or [],
-        lambda finalizers: "shoal.dev/finalizer" in finalizers,
+        lambda finalizers: "shoal.dev/pool-in-use" in finalizers,
         timeout=30,
     )
     shoal.delete("TenantPool", pool)

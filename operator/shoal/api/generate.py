@@ -15,16 +15,36 @@ from shoal.metrics.pipeline import adapter_rules, kubernetes_scrape_config, reco
 HEADER = "# Generated from operator/shoal by `make generate`. Do not edit.\n"
 
 
+REPO = Path(__file__).resolve().parents[3]
+RBAC = "manifests/base/rbac.yaml"
+
+
+def _rbac_rules() -> str:
+    """The ClusterRole's rules from manifests/base, the one place they are written."""
+    docs = yaml.safe_load_all((REPO / RBAC).read_text())
+    role = next(d for d in docs if d and d["kind"] == "ClusterRole")
+    return f"# Generated from {RBAC} by `make generate`. Do not edit.\n" + yaml.safe_dump(
+        role["rules"], sort_keys=False, width=100
+    )
+
+
 def rendered_files() -> dict[str, str]:
-    """Relative path -> content of every generated file (pure)."""
+    """Relative path -> content of every generated file (reads manifests/base/rbac.yaml)."""
     files = {
         f"crds/{kind.crd_name}.yaml": HEADER + yaml.safe_dump(crd(kind), sort_keys=False, width=100)
         for kind in KINDS
     }
-    files["crds/admission-policy.yaml"] = HEADER + yaml.safe_dump_all(
+    files["manifests/admission/admission-policy.yaml"] = HEADER + yaml.safe_dump_all(
         admission_policy(), sort_keys=False, width=100
     )
     files["docs/api-reference.md"] = render_reference()
+    # The Helm chart carries copies: Helm cannot read files outside the chart.
+    for kind in KINDS:
+        files[f"charts/shoal/crds/{kind.crd_name}.yaml"] = files[f"crds/{kind.crd_name}.yaml"]
+    files["charts/shoal/files/admission-policy.yaml"] = files[
+        "manifests/admission/admission-policy.yaml"
+    ]
+    files["charts/shoal/files/rbac-rules.yaml"] = _rbac_rules()
     monitoring = "manifests/monitoring"
     files[f"{monitoring}/prometheus-rules.yaml"] = HEADER + yaml.safe_dump(
         recording_rules(), sort_keys=False, width=100
@@ -35,6 +55,7 @@ def rendered_files() -> dict[str, str]:
     files[f"{monitoring}/prometheus-scrape-config.yaml"] = HEADER + yaml.safe_dump(
         {"scrape_configs": [kubernetes_scrape_config()]}, sort_keys=False, width=100
     )
+    files["charts/shoal/files/prometheus-rules.yaml"] = files[f"{monitoring}/prometheus-rules.yaml"]
     return files
 
 

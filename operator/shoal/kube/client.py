@@ -13,6 +13,7 @@ import json
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from kubernetes import client, config
@@ -116,6 +117,20 @@ class Kube:
         )
         self._count(desired["kind"])
         return True
+
+    def set_finalizers(self, obj: dict[str, Any], finalizers: Sequence[str]) -> None:
+        """Replace ``obj``'s finalizers, failing (409) if it changed since it was read."""
+        meta = obj["metadata"]
+        self._call(
+            "PATCH",
+            path_of(obj),
+            body={
+                "metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}
+            },
+            query=[("fieldManager", FIELD_MANAGER)],
+            content_type="application/merge-patch+json",
+        )
+        self._count(f"{obj['kind']}/finalizers")
 
     def delete(self, obj: dict[str, Any]) -> bool:
         """Delete ``obj``; False when it was already gone."""

@@ -1,0 +1,167 @@
+"""GitOps safety and Pod Security, on the real API server with the real operator."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.support.operator import RESYNC_SECONDS
+from tests.support.shoal_objects import Shoal, inference_model, ready
+from tests.support.wait import wait_for
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _user_view(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {
+        "spec": obj["spec"],
+        "labels": meta.get("labels") or {},
+        "annotations": meta.get("annotations") or {},
+    }
+
+
+def test_applying_the_same_yaml_twice_changes_nothing(
+    kubectl: Callable[..., str], crds: list[str], operator: Path, api: client.ApiClient
+) -> None:
+    """As Argo CD or Flux would: server-side apply, let the operator settle, apply again.
+    The second apply changes nothing, and the operator touched only status."""
+    apply = [
+        "apply",
+        "--server-side",
+        "--field-manager=argocd-controller",
+        f"--filename={EXAMPLES}",
+    ]
+    kubectl(*apply)
+    shoal = Shoal(api)
+    wait_for(
+        "search-ranker Ready",
+        lambda: shoal.get("InferenceModel", "search-ranker", "team-search"),
+        ready,
+        timeout=120,
+    )
+    time.sleep(RESYNC_SECONDS * 2)  # several operator passes
+
+    docs = [
+        d
+        for d in yaml.safe_load_all(
+            "\n---\n".join(p.read_text() for p in sorted(EXAMPLES.glob("*.yaml")))
+        )
+        if d
+    ]
+    custom = [d for d in docs if d["apiVersion"].startswith("shoal.dev/")]
+
+    def live(doc: dict[str, Any]) -> dict[str, Any]:
+        return shoal.get(doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace"))
+
+    before = {(d["kind"], d["metadata"]["name"]): live(d) for d in custom}
+    again = kubectl(*apply)
+    for line in again.splitlines():
+        assert line.endswith("serverside-applied"), line
+    for doc in custom:
+        now = live(doc)
+        key = (doc["kind"], doc["metadata"]["name"])
+        assert now["metadata"]["resourceVersion"] == before[key]["metadata"]["resourceVersion"], (
+            f"{key} changed on re-apply"
+        )
+        view = _user_view(now)
+        assert set(view["labels"]) <= set(doc["metadata"].get("labels") or {}), view["labels"]
+        assert view["annotations"] == {}, view["annotations"]
+        # Only the GitOps tool manages the spec; the operator owns status, and on a pool in
+        # use the finalizer that holds its deletion: nothing else.
+        for entry in now["metadata"]["managedFields"]:
+            if entry["manager"] == "shoal-operator" and not entry.get("subresource"):
+                assert entry["fieldsV1"] == {
+                    "f:metadata": {"f:finalizers": {".": {}, 'v:"shoal.dev/pool-in-use"': {}}}
+                }, entry
+
+
+def test_model_pods_pass_the_restricted_pod_security_profile(
+    api: client.ApiClient, operator: Path, namespace: str
+) -> None:
+    """The real PodSecurity admission, enforcing `restricted` on the namespace, admits
+    the Triton pods the operator's Deployment asks for."""
+    core = client.CoreV1Api(api)
+    core.patch_namespace(
+        namespace,
+        {
+            "metadata": {
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                }
+            }
+        },
+    )
+    # Control: a root, privileged-escalating pod is refused here.
+    bad = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="rooty"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="x")]),
+    )
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod(namespace, bad)
+    assert refused.value.status == 403
+    assert "violates PodSecurity" in refused.value.body
+    shoal = Shoal(api)
+    with shoal.pool([namespace]) as pool:
+        shoal.create(inference_model("secure", pool), namespace)
+        wait_for(
+            "Ready", lambda: shoal.get("InferenceModel", "secure", namespace), ready, timeout=90
+        )
+        pods = core.list_namespaced_pod(namespace, label_selector="shoal.dev/model=secure").items
+        assert pods
+        assert all(p.status.phase == "Running" for p in pods)
+
+
+def test_kustomize_default_installs_the_crds_and_the_operator(
+    kubectl: Callable[..., str], crds: list[str]
+) -> None:
+    """`kubectl apply -k manifests/default` as a cluster admin would (server-side)."""
+    out = kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-k",
+        str(EXAMPLES.parent / "manifests" / "default"),
+    )
+    for expected in (
+        "customresourcedefinition.apiextensions.k8s.io/inferencemodels.shoal.dev",
+        "clusterrole.rbac.authorization.k8s.io/shoal-operator",
+        "serviceaccount/shoal-operator",
+        "deployment.apps/shoal-operator",
+    ):
+        assert expected in out, out
+    admission = kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-k",
+        str(EXAMPLES.parent / "manifests" / "admission"),
+    )
+    assert "validatingadmissionpolicy" in admission
+
+
+def test_the_operators_own_pod_passes_the_restricted_profile(
+    api: client.ApiClient, crds: list[str], operator_kubeconfig: Path
+) -> None:
+    """shoal-system enforces `restricted`; the operator Deployment's pod is admitted."""
+    core = client.CoreV1Api(api)
+    labels = core.read_namespace("shoal-system").metadata.labels
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    pods = wait_for(
+        "the operator's pod admitted and Running",
+        lambda: (
+            core.list_namespaced_pod(
+                "shoal-system", label_selector="app.kubernetes.io/component=operator"
+            ).items
+        ),
+        lambda ps: len(ps) == 1 and ps[0].status.phase == "Running",
+        timeout=60,
+    )
+    assert pods[0].spec.security_context.run_as_non_root is True

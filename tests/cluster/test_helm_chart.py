@@ -1,0 +1,139 @@
+"""The Helm chart: lint, schema, server-side validation, install, upgrade, uninstall
+(Helm built from its Go module, against the real API server)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from e2e.cluster.local import ensure_binaries
+from e2e.cluster.target import Target
+from kubernetes import client
+
+from tests.support.wait import wait_for
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "shoal"
+ADMISSION = CHART.parent.parent / "manifests" / "admission"
+RELEASE, NAMESPACE = "shoal-it", "shoal-helm"
+
+
+@pytest.fixture(scope="module")
+def helm(kube_target: Target) -> Callable[..., subprocess.CompletedProcess[str]]:
+    binary = str(ensure_binaries() / "helm")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [binary, f"--kubeconfig={kube_target.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def without_kustomized_admission(kubectl: Callable[..., str], crds: list[str]) -> Iterator[None]:
+    """The chart owns the admission policy while it is installed; the kustomize copy
+    steps aside and comes back afterwards."""
+    kubectl("delete", "--ignore-not-found", "-k", str(ADMISSION))
+    yield
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(ADMISSION))
+
+
+def test_lint_and_schema(helm: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    lint = helm("lint", str(CHART))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    bad = helm("template", RELEASE, str(CHART), "--set", "resyncSeconds=0")
+    assert bad.returncode != 0
+    assert "resyncSeconds" in bad.stderr
+    unknown = helm("template", RELEASE, str(CHART), "--set", "replicaCount=2")
+    assert unknown.returncode != 0, "values.schema.json must refuse unknown values"
+
+
+def test_rendered_templates_pass_the_api_servers_validation(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    kubectl: Callable[..., str],
+    crds: list[str],
+    tmp_path: Path,
+) -> None:
+    out = helm("template", RELEASE, str(CHART), "--namespace", "default")
+    assert out.returncode == 0, out.stderr
+    manifest = tmp_path / "chart.yaml"
+    manifest.write_text(out.stdout)
+    result = kubectl(
+        "apply",
+        "--dry-run=server",
+        "--server-side",
+        "--validate=strict",
+        f"--filename={manifest}",
+        "--namespace",
+        "default",
+    )
+    for kind in ("serviceaccount", "clusterrole", "deployment", "validatingadmissionpolicy"):
+        assert kind in result, result
+
+
+def test_install_upgrade_uninstall(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    api: client.ApiClient,
+    without_kustomized_admission: None,
+) -> None:
+    apps = client.AppsV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    install = helm(
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+        "--wait",
+        "--timeout",
+        "120s",
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    assert "Shoal 0.1.0 is running" in install.stdout
+    deployment = apps.read_namespaced_deployment(RELEASE, NAMESPACE)
+    assert deployment.status.available_replicas == 1
+    assert rbac.read_cluster_role(RELEASE).rules
+    client.AdmissionregistrationV1Api(api).read_validating_admission_policy(
+        "shoal-tenant-pool-admission"
+    )
+
+    upgrade = helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NAMESPACE,
+        "--set",
+        "resyncSeconds=30",
+        "--wait",
+        "--timeout",
+        "120s",
+    )
+    assert upgrade.returncode == 0, upgrade.stdout + upgrade.stderr
+    env = {
+        e.name: e.value
+        for e in apps.read_namespaced_deployment(RELEASE, NAMESPACE)
+        .spec.template.spec.containers[0]
+        .env
+    }
+    assert env["SHOAL_RESYNC_SECONDS"] == "30"
+
+    uninstall = helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+    assert uninstall.returncode == 0, uninstall.stdout + uninstall.stderr
+
+    def gone() -> bool:
+        try:
+            apps.read_namespaced_deployment(RELEASE, NAMESPACE)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_for("the release's Deployment to go", gone, lambda g: g, timeout=60)
+    # CRDs stay: Helm never deletes them (it would delete every custom resource).
+    client.ApiextensionsV1Api(api).read_custom_resource_definition("inferencemodels.shoal.dev")

@@ -1,0 +1,46 @@
+"""The operator's RBAC is least privilege: named verbs and resources, no Secrets.
+
+That it is also sufficient is shown by the cluster tier, which runs the operator with
+this ServiceAccount's token and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+RBAC = Path(__file__).resolve().parents[2] / "manifests" / "base" / "rbac.yaml"
+
+
+def rules() -> list[dict[str, Any]]:
+    role = next(d for d in yaml.safe_load_all(RBAC.read_text()) if d["kind"] == "ClusterRole")
+    return list(role["rules"])
+
+
+def test_no_wildcards_anywhere() -> None:
+    for rule in rules():
+        for key in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[key], rule
+        assert "resourceNames" not in rule or rule["resourceNames"]
+
+
+def test_no_secrets_and_no_escalation_verbs() -> None:
+    for rule in rules():
+        assert "secrets" not in rule["resources"], rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+        assert not {"roles", "clusterroles", "rolebindings", "clusterrolebindings"} & set(
+            rule["resources"]
+        ), rule
+
+
+def test_custom_resources_are_never_created_or_deleted_by_the_operator() -> None:
+    """GitOps owns them: the operator patches status (and kopf a pool's finalizer)."""
+    for rule in rules():
+        if rule["apiGroups"] == ["shoal.dev"]:
+            assert not {"create", "update", "delete"} & set(rule["verbs"]), rule
+
+
+def test_deletes_only_what_a_pool_releases() -> None:
+    deletable = {r for rule in rules() if "delete" in rule["verbs"] for r in rule["resources"]}
+    assert deletable == {"resourcequotas", "networkpolicies"}
