@@ -134,8 +134,8 @@ def operator(operator_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
     """The real operator (``shoal run``), cluster-wide, as its ServiceAccount; yields
     its log. Tracebacks in the log (a 403 among them) fail the session."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    with running_operator(operator_kubeconfig, log):
-        yield log
+    with running_operator(operator_kubeconfig, log) as process:
+        yield process
     errors = [line for line in log.read_text().splitlines() if "Traceback" in line]
     assert not errors, f"the operator logged tracebacks; see {log}"
     assert " 403" not in log.read_text(), f"the operator was forbidden something; see {log}"

@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import logging
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -28,6 +29,7 @@ from shoal.reconcile.conditions import (
 from shoal.reconcile.model import reconcile_model
 from shoal.reconcile.policy import reconcile_policy
 from shoal.reconcile.pool import models_of_pool, reconcile_pool
+from shoal.telemetry import RECONCILE_SECONDS, RECONCILES
 
 log = logging.getLogger(__name__)
 GV = "shoal.dev/v1alpha1"
@@ -42,13 +44,18 @@ def _quietly(what: str) -> Callable[[F], F]:
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.monotonic()
             try:
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
             except ApiError as exc:
+                RECONCILES.labels(what, "error").inc()
                 log.warning(
                     "%s %s: API error %s %s; will retry", what, args[1:], exc.status, exc.reason
                 )
                 return None
+            RECONCILES.labels(what, "ok").inc()
+            RECONCILE_SECONDS.labels(what).observe(time.monotonic() - started)
+            return result
 
         return cast(F, run)
 

@@ -12,15 +12,17 @@ import logging
 from typing import Any
 
 import kopf
+import prometheus_client
 
 from shoal import __version__
 from shoal.controller import Controller
 from shoal.kube.client import Kube, load_api_client
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
+from shoal.telemetry import MANAGED, STALE_WATCH, stale_keys
 
 GROUP, VERSION = "shoal.dev", "v1alpha1"
-MANAGED = {"app.kubernetes.io/managed-by": "shoal"}
+MANAGED_LABELS = {"app.kubernetes.io/managed-by": "shoal"}
 _settings = Settings.from_env()
 _controller: Controller | None = None
 _resync_task: asyncio.Task[None] | None = None
@@ -34,6 +36,8 @@ def controller() -> Controller:
 @kopf.on.startup()
 async def start(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
     global _controller, _resync_task
+    if _settings.metrics_port:
+        prometheus_client.start_http_server(_settings.metrics_port)
     reader = MetricsReader(_settings.prometheus_url) if _settings.prometheus_url else None
     _controller = Controller(Kube(load_api_client()), reader)
     _resync_task = asyncio.create_task(_resync_forever())
@@ -71,6 +75,36 @@ async def _resync_forever() -> None:
 @kopf.on.probe(id="version")
 def version_probe(**_: Any) -> str:
     return __version__
+
+
+@kopf.index(GROUP, VERSION, "inferencemodels")
+def watched_models(
+    namespace: str | None, name: str, meta: kopf.Meta, **_: Any
+) -> dict[tuple[str, str], str]:
+    """What the watch has delivered: each model's latest resourceVersion."""
+    return {(namespace or "", name): str(meta.get("resourceVersion", ""))}
+
+
+_behind: dict[tuple[str, str], float] = {}
+
+
+@kopf.on.probe(id="watch")  # type: ignore[arg-type]  # kopf passes indexes by name
+def watch_freshness(watched_models: kopf.Index[tuple[str, str], str], **_: Any) -> int:
+    """Liveness that proves the watch is fresh, not just that the process lives: models
+    the API server lists at a version the watch never delivered, for longer than the
+    allowance, fail the probe and so restart the operator."""
+    listed = {
+        (m["metadata"]["namespace"], m["metadata"]["name"]): m["metadata"]["resourceVersion"]
+        for m in controller().kube.list("shoal.dev/v1alpha1", "InferenceModel")
+    }
+    watched = {key: next(iter(versions)) for key, versions in watched_models.items()}
+    behind = stale_keys(listed, watched, _behind)
+    late = {key: age for key, age in behind.items() if age > _settings.watch_stale_seconds}
+    STALE_WATCH.set(len(late))
+    MANAGED.labels("InferenceModel").set(len(listed))
+    if late:
+        raise kopf.PermanentError(f"the watch missed {len(late)} model update(s): {sorted(late)}")
+    return len(listed)
 
 
 # ---------------------------------------------------------------------- InferenceModel
@@ -117,4 +151,6 @@ for _group_version, _plural in (
     ("autoscaling/v2", "horizontalpodautoscalers"),
 ):
     _group, _, _version = _group_version.rpartition("/")
-    kopf.on.event(_group, _version, _plural, labels=MANAGED, id=f"child-{_plural}")(_child_event)
+    kopf.on.event(_group, _version, _plural, labels=MANAGED_LABELS, id=f"child-{_plural}")(
+        _child_event
+    )

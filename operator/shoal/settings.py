@@ -39,6 +39,14 @@ class Settings(BaseModel):
         default=330, gt=0, description="Seconds before a silent watch is dropped and re-opened."
     )
 
+    metrics_port: int = Field(
+        default=8081, ge=0, le=65535, description="Port of the operator's /metrics; 0: off."
+    )
+    watch_stale_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long the watch may lag the API server before liveness fails.",
+    )
     verbose: bool = Field(default=False, description="Log every API call kopf makes.")
     workers: int = Field(
         default=16, ge=1, le=256, description="Threads that run reconciles concurrently."
@@ -59,6 +67,8 @@ class Settings(BaseModel):
             ("watch_client_timeout", "SHOAL_WATCH_CLIENT_TIMEOUT"),
             ("workers", "SHOAL_WORKERS"),
             ("verbose", "SHOAL_VERBOSE"),
+            ("metrics_port", "SHOAL_METRICS_PORT"),
+            ("watch_stale_seconds", "SHOAL_WATCH_STALE_SECONDS"),
         ):
             if name in env and env[name] != "":
                 values[key] = env[name]

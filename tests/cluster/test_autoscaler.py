@@ -4,17 +4,17 @@ the replicas where they are, and an open scheduled window raises the warm pool."
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from e2e.cluster.local import HPA_SYNC_PERIOD
 from kubernetes import client
 
+from tests.support.operator import OperatorProcess
 from tests.support.shoal_objects import Shoal, inference_model, ready
 from tests.support.wait import wait_for
 
 
 def test_missing_metrics_never_scale_down(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     """No queue-depth series exists for this model: the HPA controller cannot compute a
     recommendation, so it keeps the replicas it has (upstream: a failed metric yields
@@ -42,7 +42,7 @@ def test_missing_metrics_never_scale_down(
 
 
 def test_an_open_schedule_raises_the_warm_pool(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     apps = client.AppsV1Api(api)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.support.operator import RESYNC_SECONDS
+from tests.support.operator import RESYNC_SECONDS, OperatorProcess
 from tests.support.shoal_objects import Shoal, inference_model, ready
 from tests.support.wait import wait_for
 
@@ -28,7 +28,7 @@ def _user_view(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_applying_the_same_yaml_twice_changes_nothing(
-    kubectl: Callable[..., str], crds: list[str], operator: Path, api: client.ApiClient
+    kubectl: Callable[..., str], crds: list[str], operator: OperatorProcess, api: client.ApiClient
 ) -> None:
     """As Argo CD or Flux would: server-side apply, let the operator settle, apply again.
     The second apply changes nothing, and the operator touched only status."""
@@ -83,7 +83,7 @@ def test_applying_the_same_yaml_twice_changes_nothing(
 
 
 def test_model_pods_pass_the_restricted_pod_security_profile(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     """The real PodSecurity admission, enforcing `restricted` on the namespace, admits
     the Triton pods the operator's Deployment asks for."""

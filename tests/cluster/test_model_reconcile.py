@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.operator import RESYNC_SECONDS
+from tests.support.operator import RESYNC_SECONDS, OperatorProcess
 from tests.support.shoal_objects import (
     Shoal,
     batch_policy,
@@ -72,7 +71,7 @@ def events_for(api: client.ApiClient, namespace: str, name: str) -> list[tuple[s
 
 
 def test_a_model_becomes_a_ready_triton_stack(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
@@ -117,7 +116,7 @@ def test_a_model_becomes_a_ready_triton_stack(
 
 
 def test_deleting_a_model_cascades_to_its_children(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
@@ -133,7 +132,7 @@ def test_deleting_a_model_cascades_to_its_children(
 
 
 def test_an_admin_edit_to_a_managed_field_is_repaired(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
@@ -190,7 +189,7 @@ def _our_write_times(api: client.ApiClient, namespace: str, name: str) -> dict[s
 
 
 def test_a_no_op_resync_writes_nothing(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
@@ -207,7 +206,7 @@ def test_a_no_op_resync_writes_nothing(
 
 
 def test_the_deployments_replicas_belong_to_the_autoscaler(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
@@ -229,7 +228,7 @@ def test_the_deployments_replicas_belong_to_the_autoscaler(
 
 
 def test_a_missing_batch_policy_is_reported_then_healed(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
@@ -248,7 +247,7 @@ def test_a_missing_batch_policy_is_reported_then_healed(
 
 
 def test_a_missing_pool_is_reported_then_healed(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     pool = f"late-{uuid.uuid4().hex[:8]}"
@@ -270,7 +269,7 @@ def test_a_missing_pool_is_reported_then_healed(
 
 
 def test_a_batch_policy_change_reaches_its_models(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     core = client.CoreV1Api(api)
@@ -300,7 +299,7 @@ def test_a_batch_policy_change_reaches_its_models(
 
 
 def test_an_unschedulable_model_says_why(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool([namespace], gpus=64) as pool:

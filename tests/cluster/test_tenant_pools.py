@@ -6,13 +6,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.support.operator import OperatorProcess
 from tests.support.shoal_objects import Shoal, condition, inference_model, ready, shared_pool
 from tests.support.wait import wait_for
 
@@ -52,7 +52,7 @@ def pool_status(shoal: Shoal, name: str) -> dict[str, Any]:
 
 
 def test_a_pool_puts_quota_and_network_policies_in_its_namespaces(
-    api: client.ApiClient, operator: Path, namespace: str, core: client.CoreV1Api
+    api: client.ApiClient, operator: OperatorProcess, namespace: str, core: client.CoreV1Api
 ) -> None:
     shoal = Shoal(api)
     net = client.NetworkingV1Api(api)
@@ -105,7 +105,7 @@ def test_a_pool_puts_quota_and_network_policies_in_its_namespaces(
 
 
 def test_a_pod_beyond_the_pools_gpu_quota_is_refused(
-    api: client.ApiClient, operator: Path, namespace: str, core: client.CoreV1Api
+    api: client.ApiClient, operator: OperatorProcess, namespace: str, core: client.CoreV1Api
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool([namespace], gpus=2) as pool:
@@ -142,7 +142,7 @@ def refusal(shoal: Shoal, model: dict[str, Any], namespace: str) -> ApiException
 
 
 def test_the_api_server_refuses_models_the_pool_does_not_admit(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool(["somebody-else"]) as pool:
@@ -157,7 +157,7 @@ def test_the_api_server_refuses_models_the_pool_does_not_admit(
 
 
 def test_a_model_a_pool_stops_admitting_says_so(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
@@ -176,7 +176,7 @@ def test_a_model_a_pool_stops_admitting_says_so(
 
 
 def test_a_dedicated_pools_models_run_only_on_its_nodes(
-    api: client.ApiClient, operator: Path, namespace: str, core: client.CoreV1Api
+    api: client.ApiClient, operator: OperatorProcess, namespace: str, core: client.CoreV1Api
 ) -> None:
     shoal = Shoal(api)
     pool = f"dedicated-{uuid.uuid4().hex[:6]}"
@@ -214,7 +214,7 @@ def test_a_dedicated_pools_models_run_only_on_its_nodes(
 
 
 def test_a_dedicated_pod_preempts_shared_pods_when_gpus_run_out(
-    api: client.ApiClient, operator: Path, namespace: str, core: client.CoreV1Api
+    api: client.ApiClient, operator: OperatorProcess, namespace: str, core: client.CoreV1Api
 ) -> None:
     """Both pools burst onto one node; when its GPUs run out the scheduler evicts the
     shared (sheddable) pods to place the dedicated one."""
@@ -274,7 +274,7 @@ def test_a_dedicated_pod_preempts_shared_pods_when_gpus_run_out(
 
 
 def test_deleting_a_pool_in_use_waits_for_its_last_model(
-    api: client.ApiClient, operator: Path, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
     shoal = Shoal(api)
     pool = f"leaving-{uuid.uuid4().hex[:6]}"

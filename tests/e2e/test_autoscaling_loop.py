@@ -23,6 +23,7 @@ from e2e.monitoring import SCRAPE_INTERVAL, LoadGenerator, MetricsAdapter, PodBa
 from kubernetes import client
 
 from shoal.metrics.reader import MetricsReader
+from tests.support.operator import OperatorProcess
 from tests.support.shoal_objects import Shoal, ready
 from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for
@@ -88,7 +89,7 @@ def model(pool: str) -> dict[str, Any]:
 
 def test_queue_depth_scales_up_then_back_to_the_warm_pool(
     api: client.ApiClient,
-    operator: Path,
+    operator: OperatorProcess,
     namespace: str,
     pipeline: Prometheus,
     tmp_path: Path,

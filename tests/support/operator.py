@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -16,15 +17,25 @@ from e2e.cluster.local import free_port
 RESYNC_SECONDS = 3
 
 
+@dataclass(frozen=True)
+class OperatorProcess:
+    """A running ``shoal run``: its log and its endpoints."""
+
+    log: Path
+    health_url: str
+    metrics_url: str
+
+
 @contextmanager
-def running_operator(kubeconfig: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running_operator(kubeconfig: Path, log: Path) -> Iterator[OperatorProcess]:
     """``shoal run`` as a subprocess, healthy before the block starts; stopped after."""
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     env = dict(
         os.environ,
         KUBECONFIG=str(kubeconfig),
         SHOAL_RESYNC_SECONDS=str(RESYNC_SECONDS),
         SHOAL_LIVENESS_ENDPOINT=f"http://127.0.0.1:{port}/healthz",
+        SHOAL_METRICS_PORT=str(metrics_port),
     )
     shoal = Path(sys.executable).parent / "shoal"
     with log.open("wb") as out:
@@ -42,7 +53,11 @@ def running_operator(kubeconfig: Path, log: Path) -> Iterator[subprocess.Popen[b
             if time.monotonic() > deadline:
                 raise RuntimeError(f"operator not healthy in 60s:\n{log.read_text()[-3000:]}")
             time.sleep(0.3)
-        yield proc
+        yield OperatorProcess(
+            log,
+            f"http://127.0.0.1:{port}/healthz",
+            f"http://127.0.0.1:{metrics_port}/metrics",
+        )
     finally:
         proc.terminate()
         try:

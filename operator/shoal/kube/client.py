@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from shoal.kube.paths import collection_path, object_path, path_of
 from shoal.kube.subset import contains
 from shoal.settings import FIELD_MANAGER
+from shoal.telemetry import WRITES
 
 ApiError = ApiException
 
@@ -74,6 +75,7 @@ class Kube:
     def _count(self, kind: str) -> None:
         with self._lock:
             self.writes[kind] += 1
+        WRITES.labels(kind).inc()
 
     # ----------------------------------------------------------------------- reads
     def get(

@@ -41,6 +41,10 @@ def recording_rules() -> dict[str, Any]:
             f'"service", "$1", "inferencemodel", "(.*)")',
         ),
         _rule(
+            "shoal:request_p99_seconds:model",
+            f'max by ({MODEL}) (nv_inference_request_summary_us{{quantile="0.99"}}) / 1e6',
+        ),
+        _rule(
             "shoal:request_rate:model",
             f"sum by ({MODEL}) (rate(nv_inference_request_success[{RATE_WINDOW}]))",
         ),

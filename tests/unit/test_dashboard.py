@@ -1,0 +1,23 @@
+"""The Grafana dashboard queries only series the shipped rules or exporters produce."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from shoal.metrics.pipeline import recording_rules
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "charts/shoal/files/grafana-dashboard.json"
+
+
+def test_every_shoal_series_in_the_dashboard_is_recorded() -> None:
+    records = {r["record"] for g in recording_rules()["groups"] for r in g["rules"]}
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"shoal:[a-z0-9_]+:[a-z]+", e)}
+    assert used, exprs
+    assert used <= records, used - records
+    titles = " ".join(p["title"] for p in dashboard["panels"])
+    for topic in ("Queue depth", "P95 / P99", "batch size", "warm pool", "GPU quota"):
+        assert topic in titles
