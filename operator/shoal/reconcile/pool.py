@@ -10,7 +10,7 @@ from shoal.api.admission import admits
 from shoal.api.common import parse_object
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError, Kube
-from shoal.reconcile.conditions import Cond, merge_conditions, now_rfc3339, status_differs
+from shoal.reconcile.conditions import Cond, observed_status, status_differs
 from shoal.render.desired import pool_objects
 from shoal.render.names import POOL_LABEL
 from shoal.render.tenancy import tenant_objects
@@ -72,16 +72,8 @@ def reconcile_pool(
         )
     except ApiError as exc:
         ready = Cond("Ready", "False", "ApplyFailed", f"{exc.status} {exc.reason}: {exc.body}")
-    live_status = body.get("status") or {}
-    status = {
-        "observedGeneration": pool.metadata.generation,
-        "conditions": merge_conditions(
-            live_status.get("conditions", []), [ready], pool.metadata.generation, now_rfc3339()
-        ),
-        "admittedNamespaces": admitted,
-        **pool_usage(models),
-    }
-    if status_differs(live_status, status):
+    status = observed_status(body, [ready], admittedNamespaces=admitted, **pool_usage(models))
+    if status_differs(body.get("status"), status):
         kube.patch_status(body, status)
 
 
