@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help venv tools system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
+.PHONY: help bench venv tools system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
 
 help:
 	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
@@ -17,6 +17,7 @@ help:
 	@echo "make cluster-up    start (or reuse) the local cluster; kubeconfig in .dev-cluster/kubeconfig"
 	@echo "make cluster-down  stop the local cluster and remove its state"
 	@echo "make generate      regenerate crds/ and docs/api-reference.md from the models"
+	@echo "make bench         benchmarks (batching on the real Triton server); figures in benchmarks/results/"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,12 +61,16 @@ demo: venv binaries
 	$(PY) -m e2e.demo
 
 lint: venv
-	$(VENV)/bin/ruff check operator tests e2e
-	$(VENV)/bin/ruff format --check operator tests e2e
+	$(VENV)/bin/ruff check operator tests e2e benchmarks
+	$(VENV)/bin/ruff format --check operator tests e2e benchmarks
 	$(VENV)/bin/mypy
 
 generate: venv
 	$(VENV)/bin/shoal generate
+
+# Benchmarks print figures and write benchmarks/results/*.json; they are not tests.
+bench: venv
+	$(PY) -m benchmarks.batching
 
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

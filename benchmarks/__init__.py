@@ -1,0 +1,1 @@
+"""Benchmarks: they print figures and write them to results/, they assert nothing."""
