@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from e2e.linear_model import BODY, linear_model
 from google.protobuf import text_format
 
 from e2e import triton
@@ -35,29 +36,12 @@ from shoal.render.model_config import model_config, render_config_pbtxt
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = Path(__file__).resolve().parent.parent / "e2e" / "models"
-BODY = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [0, 1, 2, 3]}]}
 P95_TARGET_S = 0.25
 BASE_MS, PER_ITEM_MS = 20.0, 1.0
 
 
 def model() -> InferenceModel:
-    return InferenceModel.model_validate(
-        {
-            "metadata": {"name": "linear", "namespace": "bench"},
-            "spec": {
-                "pool": "bench",
-                "model": {
-                    "name": "linear",
-                    "backend": "python",
-                    "storageUri": "s3://bench/linear",
-                    "inputs": [{"name": "INPUT0", "dataType": "FP32", "dims": [4]}],
-                    "outputs": [{"name": "OUTPUT0", "dataType": "FP32", "dims": [4]}],
-                    "parameters": {"base_ms": str(BASE_MS), "per_item_ms": str(PER_ITEM_MS)},
-                },
-                "runtime": {"gpus": 0},
-            },
-        }
-    )
+    return InferenceModel.model_validate(linear_model(BASE_MS, PER_ITEM_MS))
 
 
 def no_batching_config() -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from e2e.cluster.local import HPA_SYNC_PERIOD, ensure_binaries
 from e2e.cluster.target import Target
+from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import SCRAPE_INTERVAL, LoadGenerator, MetricsAdapter, PodBackers, Prometheus
 from kubernetes import client
 
@@ -28,7 +29,6 @@ from tests.support.shoal_objects import Shoal, ready
 from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for
 
-BODY = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [0, 1, 2, 3]}]}
 TARGET_QUEUE = 4
 COOL_DOWN = "20s"
 
@@ -62,29 +62,15 @@ def pipeline(
 
 
 def model(pool: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "shoal.dev/v1alpha1",
-        "kind": "InferenceModel",
-        "metadata": {"name": "linear"},
-        "spec": {
-            "pool": pool,
-            "model": {
-                "name": "linear",
-                "backend": "python",
-                "storageUri": "s3://models/linear",
-                "inputs": [{"name": "INPUT0", "dataType": "FP32", "dims": [4]}],
-                "outputs": [{"name": "OUTPUT0", "dataType": "FP32", "dims": [4]}],
-                "parameters": {"base_ms": "20", "per_item_ms": "2"},
-            },
-            "runtime": {"gpus": 1},
-            "scaling": {
-                "minReplicas": 1,
-                "maxReplicas": 4,
-                "targetQueueDepth": TARGET_QUEUE,
-                "scaleDown": {"stabilizationWindow": COOL_DOWN},
-            },
-        },
+    scaling = {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "targetQueueDepth": TARGET_QUEUE,
+        "scaleDown": {"stabilizationWindow": COOL_DOWN},
     }
+    body = linear_model(20, 2, pool=pool, gpus=1, scaling=scaling)
+    del body["metadata"]["namespace"]
+    return body
 
 
 def test_queue_depth_scales_up_then_back_to_the_warm_pool(

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from e2e.linear_model import BODY
+from e2e.linear_model import linear_model as linear_model_doc
 
 from e2e import triton
 from shoal.api.batchpolicy import BatchPolicySpec
@@ -18,28 +20,10 @@ from shoal.render.batching import effective_batching
 from shoal.render.model_config import render_config_pbtxt
 from tests.support.triton_repo import add_model
 
-BODY = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [0, 1, 2, 3]}]}
-
 
 def linear_model(base_ms: float, per_item_ms: float) -> InferenceModel:
     """A model whose kernel costs base + per-item time, on CPU instances (gpus: 0)."""
-    return InferenceModel.model_validate(
-        {
-            "metadata": {"name": "linear", "namespace": "ns"},
-            "spec": {
-                "pool": "p",
-                "model": {
-                    "name": "linear",
-                    "backend": "python",
-                    "storageUri": "s3://models/linear",
-                    "inputs": [{"name": "INPUT0", "dataType": "FP32", "dims": [4]}],
-                    "outputs": [{"name": "OUTPUT0", "dataType": "FP32", "dims": [4]}],
-                    "parameters": {"base_ms": str(base_ms), "per_item_ms": str(per_item_ms)},
-                },
-                "runtime": {"gpus": 0},
-            },
-        }
-    )
+    return InferenceModel.model_validate(linear_model_doc(base_ms, per_item_ms))
 
 
 def repo_for(tmp_path: Path, model: InferenceModel, policy: dict[str, Any]) -> Path:
