@@ -1,18 +1,14 @@
 """A thin, synchronous Kubernetes API edge: GET, server-side apply, status, Events.
 
 The operator runs its reconcilers in kopf's worker threads, so blocking calls here do
-not stall the watches. Every write goes through :meth:`Kube.apply` or
-:meth:`Kube.patch_status`, and is counted, so tests and benchmarks can prove that a
-no-op resync writes nothing.
+not stall the watches. Every write is counted in the ``shoal_api_writes_total`` metric.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 import uuid
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,8 +40,6 @@ class Kube:
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
-        self.writes: Counter[str] = Counter()
-        self._lock = threading.Lock()
 
     # ----------------------------------------------------------------------- raw
     def _call(
@@ -73,8 +67,6 @@ class Kube:
         return json.loads(raw) if raw else None
 
     def _count(self, kind: str) -> None:
-        with self._lock:
-            self.writes[kind] += 1
         WRITES.labels(kind).inc()
 
     # ----------------------------------------------------------------------- reads
