@@ -9,7 +9,7 @@ from e2e.cluster.local import HPA_SYNC_PERIOD
 from kubernetes import client
 
 from tests.support.operator import OperatorProcess
-from tests.support.shoal_objects import Shoal, inference_model, ready
+from tests.support.shoal_objects import Shoal, inference_model, wait_ready
 from tests.support.wait import wait_for
 
 
@@ -23,9 +23,7 @@ def test_missing_metrics_never_scale_down(
     apps, autoscaling = client.AppsV1Api(api), client.AutoscalingV2Api(api)
     with shoal.pool([namespace]) as pool:
         shoal.create(inference_model("unmetered", pool), namespace)
-        wait_for(
-            "Ready", lambda: shoal.get("InferenceModel", "unmetered", namespace), ready, timeout=90
-        )
+        wait_ready(shoal, namespace, "unmetered")
         apps.patch_namespaced_deployment_scale("unmetered", namespace, {"spec": {"replicas": 3}})
         hpa = wait_for(
             "the HPA to report its metric missing",

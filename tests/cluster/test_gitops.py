@@ -12,7 +12,7 @@ import yaml
 from kubernetes import client
 
 from tests.support.operator import RESYNC_SECONDS, OperatorProcess
-from tests.support.shoal_objects import Shoal, inference_model, ready
+from tests.support.shoal_objects import Shoal, inference_model, wait_ready
 from tests.support.wait import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -40,12 +40,7 @@ def test_applying_the_same_yaml_twice_changes_nothing(
     ]
     kubectl(*apply)
     shoal = Shoal(api)
-    wait_for(
-        "search-ranker Ready",
-        lambda: shoal.get("InferenceModel", "search-ranker", "team-search"),
-        ready,
-        timeout=120,
-    )
+    wait_ready(shoal, "team-search", "search-ranker", timeout=120)
     time.sleep(RESYNC_SECONDS * 2)  # several operator passes
 
     docs = [
@@ -111,9 +106,7 @@ def test_model_pods_pass_the_restricted_pod_security_profile(
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
         shoal.create(inference_model("secure", pool), namespace)
-        wait_for(
-            "Ready", lambda: shoal.get("InferenceModel", "secure", namespace), ready, timeout=90
-        )
+        wait_ready(shoal, namespace, "secure")
         pods = core.list_namespaced_pod(namespace, label_selector="shoal.dev/model=secure").items
         assert pods
         assert all(p.status.phase == "Running" for p in pods)

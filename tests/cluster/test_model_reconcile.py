@@ -19,7 +19,8 @@ from tests.support.shoal_objects import (
     batch_policy,
     condition,
     inference_model,
-    ready,
+    wait_ready,
+    wait_reason,
 )
 from tests.support.wait import wait_for
 
@@ -50,15 +51,6 @@ def children(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]
                 raise
             out[kind] = None
     return out
-
-
-def wait_ready(shoal: Shoal, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
-    return wait_for(
-        f"InferenceModel {namespace}/{name} Ready",
-        lambda: shoal.get("InferenceModel", name, namespace),
-        ready,
-        timeout=timeout,
-    )
 
 
 def events_for(api: client.ApiClient, namespace: str, name: str) -> list[tuple[str, str]]:
@@ -233,12 +225,7 @@ def test_a_missing_batch_policy_is_reported_then_healed(
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
         shoal.create(inference_model("waiting", pool, "later"), namespace)
-        model = wait_for(
-            "Ready=False BatchPolicyNotFound",
-            lambda: shoal.get("InferenceModel", "waiting", namespace),
-            lambda m: condition(m, "Ready").get("reason") == "BatchPolicyNotFound",
-            timeout=30,
-        )
+        model = wait_reason(shoal, namespace, "waiting", "BatchPolicyNotFound", timeout=30)
         assert "BatchPolicy" in condition(model, "Ready")["message"]
         assert children(api, namespace, "waiting")["Deployment"] is None
         assert ("Warning", "BatchPolicyNotFound") in events_for(api, namespace, "waiting")
@@ -252,12 +239,7 @@ def test_a_missing_pool_is_reported_then_healed(
     shoal = Shoal(api)
     pool = f"late-{uuid.uuid4().hex[:8]}"
     shoal.create(inference_model("orphan", pool), namespace)
-    wait_for(
-        "Ready=False TenantPoolNotFound",
-        lambda: shoal.get("InferenceModel", "orphan", namespace),
-        lambda m: condition(m, "Ready").get("reason") == "TenantPoolNotFound",
-        timeout=30,
-    )
+    wait_reason(shoal, namespace, "orphan", "TenantPoolNotFound", timeout=30)
     from tests.support.shoal_objects import shared_pool
 
     shoal.create(shared_pool(pool, [namespace]))
@@ -304,10 +286,5 @@ def test_an_unschedulable_model_says_why(
     shoal = Shoal(api)
     with shoal.pool([namespace], gpus=64) as pool:
         shoal.create(inference_model("huge", pool, gpus=16), namespace)
-        model = wait_for(
-            "Ready=False Unschedulable",
-            lambda: shoal.get("InferenceModel", "huge", namespace),
-            lambda m: condition(m, "Ready").get("reason") == "Unschedulable",
-            timeout=60,
-        )
+        model = wait_reason(shoal, namespace, "huge", "Unschedulable", timeout=60)
         assert "Insufficient nvidia.com/gpu" in condition(model, "Ready")["message"]

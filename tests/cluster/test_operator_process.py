@@ -6,8 +6,7 @@ import httpx
 from kubernetes import client
 
 from tests.support.operator import OperatorProcess
-from tests.support.shoal_objects import Shoal, inference_model, ready
-from tests.support.wait import wait_for
+from tests.support.shoal_objects import Shoal, inference_model, wait_ready
 
 
 def test_liveness_reports_a_fresh_watch(operator: OperatorProcess) -> None:
@@ -24,9 +23,7 @@ def test_metrics_count_reconciles_and_writes(
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
         shoal.create(inference_model("counted", pool), namespace)
-        wait_for(
-            "Ready", lambda: shoal.get("InferenceModel", "counted", namespace), ready, timeout=90
-        )
+        wait_ready(shoal, namespace, "counted")
     text = httpx.get(operator.metrics_url, timeout=10).text
     for name in (
         "shoal_reconciles_total",

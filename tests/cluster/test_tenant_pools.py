@@ -13,7 +13,15 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.support.operator import OperatorProcess
-from tests.support.shoal_objects import Shoal, condition, inference_model, ready, shared_pool
+from tests.support.shoal_objects import (
+    Shoal,
+    condition,
+    inference_model,
+    ready,
+    shared_pool,
+    wait_ready,
+    wait_reason,
+)
 from tests.support.wait import wait_for
 
 GPU = "nvidia.com/gpu"
@@ -162,16 +170,9 @@ def test_a_model_a_pool_stops_admitting_says_so(
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
         shoal.create(inference_model("evicted", pool), namespace)
-        wait_for(
-            "Ready", lambda: shoal.get("InferenceModel", "evicted", namespace), ready, timeout=90
-        )
+        wait_ready(shoal, namespace, "evicted")
         shoal.patch("TenantPool", pool, {"spec": {"tenants": {"namespaces": ["elsewhere"]}}})
-        model = wait_for(
-            "Ready=False NamespaceNotAdmitted",
-            lambda: shoal.get("InferenceModel", "evicted", namespace),
-            lambda m: condition(m, "Ready").get("reason") == "NamespaceNotAdmitted",
-            timeout=30,
-        )
+        model = wait_reason(shoal, namespace, "evicted", "NamespaceNotAdmitted", timeout=30)
         assert "does not admit namespace" in condition(model, "Ready")["message"]
 
 
@@ -280,12 +281,7 @@ def test_deleting_a_pool_in_use_waits_for_its_last_model(
     pool = f"leaving-{uuid.uuid4().hex[:6]}"
     shoal.create(shared_pool(pool, [namespace]))
     shoal.create(inference_model("tenant", pool), namespace)
-    wait_for(
-        "the model Ready",
-        lambda: shoal.get("InferenceModel", "tenant", namespace),
-        ready,
-        timeout=90,
-    )
+    wait_ready(shoal, namespace, "tenant")
     # Protection starts once the operator has seen the pool and put its finalizer on it.
     wait_for(
         "the operator's finalizer on the pool",

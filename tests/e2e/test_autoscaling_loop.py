@@ -25,7 +25,7 @@ from kubernetes import client
 
 from shoal.metrics.reader import MetricsReader
 from tests.support.operator import OperatorProcess
-from tests.support.shoal_objects import Shoal, ready
+from tests.support.shoal_objects import Shoal, wait_ready
 from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for
 
@@ -84,9 +84,7 @@ def test_queue_depth_scales_up_then_back_to_the_warm_pool(
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     with shoal.pool([namespace]) as pool:
         shoal.create(model(pool), namespace)
-        wait_for(
-            "Ready", lambda: shoal.get("InferenceModel", "linear", namespace), ready, timeout=90
-        )
+        wait_ready(shoal, namespace, "linear")
         # The config the operator rendered, as each pod would mount it.
         rendered = core.read_namespaced_config_map("linear-model-config", namespace)
         repo = tmp_path / "repo"

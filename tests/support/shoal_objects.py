@@ -10,6 +10,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.support.wait import wait_for
+
 GROUP, VERSION = "shoal.dev", "v1alpha1"
 
 
@@ -129,4 +131,26 @@ def ready(obj: dict[str, Any]) -> bool:
     return (
         condition(obj, "Ready").get("status") == "True"
         and status.get("observedGeneration") == obj["metadata"]["generation"]
+    )
+
+
+def wait_ready(shoal: Shoal, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
+    """The InferenceModel once Ready for its current generation."""
+    return wait_for(
+        f"InferenceModel {namespace}/{name} Ready",
+        lambda: shoal.get("InferenceModel", name, namespace),
+        ready,
+        timeout=timeout,
+    )
+
+
+def wait_reason(
+    shoal: Shoal, namespace: str, name: str, reason: str, timeout: float = 60
+) -> dict[str, Any]:
+    """The InferenceModel once its Ready condition gives ``reason``."""
+    return wait_for(
+        f"InferenceModel {namespace}/{name} Ready=False {reason}",
+        lambda: shoal.get("InferenceModel", name, namespace),
+        lambda m: condition(m, "Ready").get("reason") == reason,
+        timeout=timeout,
     )
