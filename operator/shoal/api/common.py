@@ -55,6 +55,19 @@ def _emit_rules(schema: dict[str, Any], cls: type[BaseModel]) -> None:
         schema["x-kubernetes-validations"] = [rule.as_validation() for rule in rules]
 
 
+def name_rule(pattern: str, max_length: int, message: str) -> Rule:
+    """A root-level rule on ``metadata.name``: the names of derived objects constrain it
+    more than Kubernetes does."""
+    return Rule(
+        cel=f"self.metadata.name.matches('{pattern}') && size(self.metadata.name) <= {max_length}",
+        check=lambda obj: (
+            re.fullmatch(pattern, obj.metadata.name) is not None
+            and len(obj.metadata.name) <= max_length
+        ),
+        message=message,
+    )
+
+
 class SpecModel(BaseModel):
     """Base of every spec/status model: camelCase on the wire, unknown fields refused."""
 

@@ -19,6 +19,7 @@ from shoal.api.common import (
     SpecModel,
     UniqueList,
     conditions_field,
+    name_rule,
     unique_by,
 )
 from shoal.api.tenantpool import POOL_NAME_MAX, POOL_NAME_PATTERN
@@ -394,14 +395,10 @@ class InferenceModel(SpecModel):
     # The name becomes the name of the model's Service and Deployment (DNS-1035 labels);
     # a few characters are left for suffixes.
     rules = (
-        Rule(
-            cel="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && "
-            "size(self.metadata.name) <= 52",
-            check=lambda m: (
-                re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", m.metadata.name) is not None
-                and len(m.metadata.name) <= 52
-            ),
-            message="metadata.name must be a DNS-1035 label (lowercase letters, digits and "
+        name_rule(
+            "^[a-z]([-a-z0-9]*[a-z0-9])?$",
+            52,
+            "metadata.name must be a DNS-1035 label (lowercase letters, digits and "
             "'-', starting with a letter) of at most 52 characters: it names the model's "
             "Service",
         ),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -18,6 +17,7 @@ from shoal.api.common import (
     Toleration,
     UniqueList,
     conditions_field,
+    name_rule,
 )
 
 POOL_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -183,14 +183,10 @@ class TenantPool(SpecModel):
     # The name is a label value on every pod of the pool, and with a prefix the name of
     # its PriorityClass, which its quotas' scope must be able to name (63 characters).
     rules = (
-        Rule(
-            cel=f"self.metadata.name.matches('{POOL_NAME_PATTERN}') && "
-            f"size(self.metadata.name) <= {POOL_NAME_MAX}",
-            check=lambda p: (
-                re.fullmatch(POOL_NAME_PATTERN, p.metadata.name) is not None
-                and len(p.metadata.name) <= POOL_NAME_MAX
-            ),
-            message=f"metadata.name must be a DNS label (lowercase letters, digits and '-') of "
+        name_rule(
+            POOL_NAME_PATTERN,
+            POOL_NAME_MAX,
+            f"metadata.name must be a DNS label (lowercase letters, digits and '-') of "
             f"at most {POOL_NAME_MAX} characters: it names the pool's PriorityClass",
         ),
     )
