@@ -7,22 +7,21 @@ are applied as markers, so ``pytest -m unit`` selects the fast ones.
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from e2e.cluster import local
 from e2e.cluster.target import Target, resolve_target
+from e2e.install import Kubectl, install_crds, kubectl_for
+from e2e.install import operator_kubeconfig as operator_kubeconfig_for
+from e2e.operator import running_operator
 from kubernetes import client
 
-from tests.support.operator import running_operator
 from tests.support.wait import wait_for
 
 TIERS = ("unit", "cluster", "e2e")
-REPO = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -58,75 +57,29 @@ def apps(api: client.ApiClient) -> client.AppsV1Api:
 
 
 @pytest.fixture(scope="session")
-def kubectl(kube_target: Target) -> Callable[..., str]:
+def kubectl(kube_target: Target) -> Kubectl:
     """Run the project's kubectl (same version as the local API server) on the target."""
-    binary = str(local.ensure_binaries() / "kubectl")
-
-    def run(*args: str, check: bool = True) -> str:
-        result = subprocess.run(
-            [binary, f"--kubeconfig={kube_target.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
-        return result.stdout + result.stderr
-
-    return run
+    return kubectl_for(kube_target.kubeconfig)
 
 
 @pytest.fixture(scope="session")
-def crds(kubectl: Callable[..., str]) -> list[str]:
-    """The generated CRDs, installed (server-side apply) and Established, then the
-    admission policy that takes TenantPools as parameters.
-
-    The order matters: a ValidatingAdmissionPolicy created before its paramKind's CRD
-    is served stays broken ("failed to find resource referenced by paramKind") until it
-    is recreated, so it is recreated once the CRDs are Established.
-    """
-    crd_files = sorted(str(p) for p in (REPO / "crds").glob("*.shoal.dev.yaml"))
-    kubectl("apply", "--server-side", "--force-conflicts", *[f"--filename={f}" for f in crd_files])
-    names = [f"crd/{Path(f).name.removesuffix('.yaml')}" for f in crd_files]
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
-    policy = str(REPO / "manifests" / "admission" / "admission-policy.yaml")
-    kubectl("delete", "--ignore-not-found", f"--filename={policy}")
-    kubectl("apply", "--server-side", "--force-conflicts", f"--filename={policy}")
-    return names
+def crds(kubectl: Kubectl) -> list[str]:
+    """The generated CRDs, installed and Established, then the admission policy."""
+    return install_crds(kubectl)
 
 
 @pytest.fixture(scope="session")
 def operator_kubeconfig(
     kube_target: Target,
     crds: list[str],
-    kubectl: Callable[..., str],
+    kubectl: Kubectl,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Path:
-    """A kubeconfig holding only the shoal-operator ServiceAccount's token.
-
-    manifests/base (namespace, ServiceAccount, least-privilege ClusterRole, Deployment)
-    is applied, and the operator under test runs with exactly those rights: a rule the
-    operator needs and the ClusterRole lacks fails the tests.
-    """
-    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "manifests" / "base"))
-    token = kubectl(
-        "create", "token", "shoal-operator", "--namespace=shoal-system", "--duration=6h"
-    ).strip()
-    admin = yaml.safe_load(kube_target.kubeconfig.read_text())
-    context = next(c for c in admin["contexts"] if c["name"] == admin["current-context"])
-    cluster = next(c for c in admin["clusters"] if c["name"] == context["context"]["cluster"])
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [cluster],
-        "users": [{"name": "shoal-operator", "user": {"token": token}}],
-        "contexts": [
-            {"name": "operator", "context": {"cluster": cluster["name"], "user": "shoal-operator"}}
-        ],
-        "current-context": "operator",
-    }
+    """A kubeconfig holding only the shoal-operator ServiceAccount's token (from
+    manifests/base): a rule the operator needs and the ClusterRole lacks fails the
+    tests."""
     path = tmp_path_factory.mktemp("operator-sa") / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return operator_kubeconfig_for(kube_target.kubeconfig, kubectl, path)
 
 
 @pytest.fixture(scope="session")

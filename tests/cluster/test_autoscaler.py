@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from e2e.cluster.local import HPA_SYNC_PERIOD
+from e2e.operator import OperatorProcess
 from kubernetes import client
 
-from tests.support.operator import OperatorProcess
 from tests.support.shoal_objects import Shoal, inference_model, wait_ready
 from tests.support.wait import wait_for
 

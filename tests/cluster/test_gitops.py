@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e.operator import RESYNC_SECONDS, OperatorProcess
 from kubernetes import client
 
-from tests.support.operator import RESYNC_SECONDS, OperatorProcess
 from tests.support.shoal_objects import Shoal, inference_model, wait_ready
 from tests.support.wait import wait_for
 

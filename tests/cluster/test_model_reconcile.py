@@ -10,10 +10,10 @@ import time
 import uuid
 from typing import Any
 
+from e2e.operator import RESYNC_SECONDS, OperatorProcess
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.operator import RESYNC_SECONDS, OperatorProcess
 from tests.support.shoal_objects import (
     Shoal,
     batch_policy,

@@ -9,10 +9,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from e2e.operator import OperatorProcess
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.support.operator import OperatorProcess
 from tests.support.shoal_objects import (
     Shoal,
     condition,

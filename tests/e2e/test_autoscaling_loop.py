@@ -21,10 +21,10 @@ from e2e.cluster.local import HPA_SYNC_PERIOD, ensure_binaries
 from e2e.cluster.target import Target
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import SCRAPE_INTERVAL, LoadGenerator, MetricsAdapter, PodBackers, Prometheus
+from e2e.operator import OperatorProcess
 from kubernetes import client
 
 from shoal.metrics.reader import MetricsReader
-from tests.support.operator import OperatorProcess
 from tests.support.shoal_objects import Shoal, wait_ready
 from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for

@@ -1,4 +1,5 @@
-"""Running the real operator process against the cluster under test."""
+"""Running the real operator process (``shoal run``) against a cluster: for the tests
+and the control-plane benchmark."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
 from e2e.cluster.local import free_port
 
 RESYNC_SECONDS = 3
@@ -24,16 +26,19 @@ class OperatorProcess:
     log: Path
     health_url: str
     metrics_url: str
+    pid: int
 
 
 @contextmanager
-def running_operator(kubeconfig: Path, log: Path) -> Iterator[OperatorProcess]:
+def running_operator(
+    kubeconfig: Path, log: Path, *, resync_seconds: float = RESYNC_SECONDS
+) -> Iterator[OperatorProcess]:
     """``shoal run`` as a subprocess, healthy before the block starts; stopped after."""
     port, metrics_port = free_port(), free_port()
     env = dict(
         os.environ,
         KUBECONFIG=str(kubeconfig),
-        SHOAL_RESYNC_SECONDS=str(RESYNC_SECONDS),
+        SHOAL_RESYNC_SECONDS=f"{resync_seconds:g}",
         SHOAL_LIVENESS_ENDPOINT=f"http://127.0.0.1:{port}/healthz",
         SHOAL_METRICS_PORT=str(metrics_port),
     )
@@ -57,6 +62,7 @@ def running_operator(kubeconfig: Path, log: Path) -> Iterator[OperatorProcess]:
             log,
             f"http://127.0.0.1:{port}/healthz",
             f"http://127.0.0.1:{metrics_port}/metrics",
+            proc.pid,
         )
     finally:
         proc.terminate()
