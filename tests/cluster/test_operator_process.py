@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
+from e2e.operator import RESYNC_SECONDS, OperatorProcess
 from kubernetes import client
 
-from tests.support.operator import OperatorProcess
 from tests.support.shoal_objects import Shoal, inference_model, wait_ready
+from tests.support.wait import wait_for
 
 
 def test_liveness_reports_a_fresh_watch(operator: OperatorProcess) -> None:
@@ -39,3 +42,43 @@ def test_metrics_count_reconciles_and_writes(
     ]
     assert writes, "no Deployment writes counted"
     assert float(writes[0].split()[-1]) >= 1, writes
+
+
+def _writes(metrics_url: str) -> dict[str, float]:
+    text = httpx.get(metrics_url, timeout=10).text
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("shoal_api_writes_total{")
+    }
+
+
+def test_a_converged_operator_writes_nothing(
+    operator: OperatorProcess, api: client.ApiClient, namespace: str
+) -> None:
+    """Once a pool and its model are Ready, resync passes send no write at all: every
+    object applied already holds what would be written. A desired field the API server
+    drops (a false PriorityClass.globalDefault did) would be re-sent on every pass."""
+    shoal = Shoal(api)
+    with shoal.pool([namespace]) as pool:
+        shoal.create(inference_model("quiet", pool), namespace)
+        wait_ready(shoal, namespace, "quiet")
+        previous: dict[str, dict[str, float]] = {"writes": {}}
+
+        def settled(now: dict[str, float]) -> bool:
+            same = now == previous["writes"]
+            previous["writes"] = now
+            return same
+
+        wait_for(
+            "a period without operator writes",
+            lambda: _writes(operator.metrics_url),
+            settled,
+            timeout=120,
+            interval=2 * RESYNC_SECONDS,
+        )
+        before = _writes(operator.metrics_url)
+        time.sleep(3 * RESYNC_SECONDS)  # three resync passes over everything
+        after = _writes(operator.metrics_url)
+    changed = {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k)}
+    assert not changed, f"writes during resync passes over converged objects: {changed}"

@@ -28,6 +28,7 @@ def priority_class(pool: TenantPool) -> dict[str, Any]:
         },
         "value": priority_value(pool),
         "preemptionPolicy": pool.spec.priority.preemption_policy,
-        "globalDefault": False,
+        # globalDefault stays unset (false): the API server omits a false one, and a
+        # desired field the live object never shows would be re-applied on every pass.
         "description": f"Pods of the {pool.spec.isolation} TenantPool {pool.metadata.name}.",
     }
