@@ -1,8 +1,9 @@
 """kopf handlers: thin glue from watch events and a periodic resync to the Controller.
 
-Every handler is synchronous; kopf runs it in a worker thread, so the blocking API
-client never stalls the watch loops. No handler raises for bad input: reconcilers
-report problems in status conditions and Events instead.
+Handlers only put the affected object's key on the controller's work queue, whose
+worker threads run the (blocking) reconciles; a burst of events for one object costs
+one pass. No handler raises for bad input: reconcilers report problems in status
+conditions and Events instead.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from shoal.kube.client import Kube, load_api_client
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 from shoal.telemetry import MANAGED, STALE_WATCH, stale_keys
+from shoal.watch_filter import WatchFilter
 
 GROUP, VERSION = "shoal.dev", "v1alpha1"
 MANAGED_LABELS = {"app.kubernetes.io/managed-by": "shoal"}
 _settings = Settings.from_env()
 _controller: Controller | None = None
+_changes = WatchFilter()
 _resync_task: asyncio.Task[None] | None = None
 
 
@@ -39,7 +42,8 @@ async def start(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -
     if _settings.metrics_port:
         prometheus_client.start_http_server(_settings.metrics_port)
     reader = MetricsReader(_settings.prometheus_url) if _settings.prometheus_url else None
-    _controller = Controller(Kube(load_api_client()), reader)
+    _controller = Controller(Kube(load_api_client()), reader, workers=_settings.workers)
+    _controller.start()
     _resync_task = asyncio.create_task(_resync_forever())
     logger.info(
         "shoal operator %s started (resync every %ss)", __version__, _settings.resync_seconds
@@ -50,6 +54,8 @@ async def start(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -
 async def stop(**_: Any) -> None:
     if _resync_task is not None:
         _resync_task.cancel()
+    if _controller is not None:
+        _controller.stop()
 
 
 async def _resync_forever() -> None:
@@ -109,25 +115,33 @@ def watch_freshness(watched_models: kopf.Index[tuple[str, str], str], **_: Any) 
 
 # ---------------------------------------------------------------------- InferenceModel
 @kopf.on.event(GROUP, VERSION, "inferencemodels")
-def model_event(type: str, namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> None:
+def model_event(
+    type: str, namespace: str | None, name: str, spec: kopf.Spec, body: kopf.Body, **_: Any
+) -> None:
+    if not _changes.relevant(type, "InferenceModel", dict(body)):
+        return
     if type == "DELETED":
         # Its pool may be waiting for its last model before it can go.
-        controller().pool(str(spec.get("pool", "")))
+        controller().request_pool(str(spec.get("pool", "")))
     else:
-        controller().model(namespace or "", name)
+        controller().request_model(namespace or "", name)
 
 
 # ---------------------------------------------------------------------- BatchPolicy
 @kopf.on.event(GROUP, VERSION, "batchpolicies")
-def policy_event(type: str, namespace: str | None, name: str, **_: Any) -> None:
+def policy_event(type: str, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> None:
+    if not _changes.relevant(type, "BatchPolicy", dict(body)):
+        return
     # A deleted policy leaves its models without one: they report it in status.
-    controller().policy(namespace or "", name, cascade=True)
+    controller().request_policy(namespace or "", name)
 
 
 # ---------------------------------------------------------------------- TenantPool
 @kopf.on.event(GROUP, VERSION, "tenantpools")
-def pool_event(type: str, name: str, **_: Any) -> None:
-    controller().pool(name, cascade=True)
+def pool_event(type: str, name: str, body: kopf.Body, **_: Any) -> None:
+    if not _changes.relevant(type, "TenantPool", dict(body)):
+        return
+    controller().request_pool(name)
 
 
 @kopf.on.event("", "v1", "namespaces")
@@ -135,22 +149,26 @@ def namespace_event(type: str | None, **_: Any) -> None:
     # Pools admit namespaces by name and by label: any change may admit or release one.
     # The models there are re-checked by their own resync.
     if type in ("ADDED", "MODIFIED", "DELETED"):
-        controller().all_pools()
+        controller().request_all_pools()
 
 
 # ---------------------------------------------------------------------- children
-def _child_event(body: kopf.Body, **_: Any) -> None:
-    controller().owner_of({"metadata": dict(body.get("metadata", {}))})
+def _child_handler(kind: str) -> Any:
+    def on_child_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        if _changes.relevant(type, kind, dict(body)):
+            controller().owner_of({"metadata": dict(body.get("metadata", {}))})
+
+    return on_child_event
 
 
-for _group_version, _plural in (
-    ("apps/v1", "deployments"),
-    ("v1", "services"),
-    ("v1", "configmaps"),
-    ("policy/v1", "poddisruptionbudgets"),
-    ("autoscaling/v2", "horizontalpodautoscalers"),
+for _group_version, _plural, _kind in (
+    ("apps/v1", "deployments", "Deployment"),
+    ("v1", "services", "Service"),
+    ("v1", "configmaps", "ConfigMap"),
+    ("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+    ("autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
 ):
     _group, _, _version = _group_version.rpartition("/")
     kopf.on.event(_group, _version, _plural, labels=MANAGED_LABELS, id=f"child-{_plural}")(
-        _child_event
+        _child_handler(_kind)
     )

@@ -18,6 +18,7 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 WRITES = Counter("shoal_api_writes_total", "Writes sent to the API server, by kind.", ["kind"])
+QUEUE_DEPTH = Gauge("shoal_workqueue_depth", "Objects waiting for a reconcile pass.")
 MANAGED = Gauge("shoal_managed_objects", "Custom resources the operator manages.", ["kind"])
 STALE_WATCH = Gauge(
     "shoal_watch_stale_objects", "Objects whose latest version the watch has not delivered."

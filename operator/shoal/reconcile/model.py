@@ -187,30 +187,17 @@ def converge(kube: Kube, model: InferenceModel) -> Outcome:
         desired = model_objects(model, policy.spec if policy else None, pool, floor.min_replicas)
     except ValueError as exc:
         return _blocked("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
-    deployment: dict[str, Any] | None = None
+    applied: dict[str, dict[str, Any]] = {}
     for obj in desired:
         try:
-            kube.apply(obj)
+            applied[obj["kind"]] = kube.apply(obj)
         except ApiError as exc:
             return _blocked(
                 "ApplyFailed",
                 f"Applying {obj['kind']} {obj['metadata']['name']} failed: "
                 f"{exc.status} {exc.reason}: {_api_message(exc)}",
             )
-        if obj["kind"] == "Deployment":
-            deployment = kube.get(
-                "apps/v1", "Deployment", obj["metadata"]["name"], obj["metadata"]["namespace"]
-            )
-    if deployment is None:
-        # Gone between apply and read: the model is being deleted (or an admin raced
-        # us). The next event or re-check sees the settled state.
-        return Outcome(
-            ready=Cond("Ready", "Unknown", "DeploymentMissing", "The Deployment disappeared."),
-            progressing=Cond("Progressing", "True", "DeploymentMissing", "Re-applying."),
-            degraded=Cond(
-                "Degraded", "Unknown", "DeploymentMissing", "The Deployment disappeared."
-            ),
-        )
+    deployment = applied["Deployment"]  # the stack always has one; apply returns it as is
     outcome = replace(
         rollout_outcome(deployment, floor.min_replicas),
         floor=floor,
