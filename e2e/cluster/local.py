@@ -41,6 +41,7 @@ NODES_MANIFEST = HERE / "nodes.yaml"
 # How often the HPA controller evaluates: 5s here so autoscaling tests take seconds,
 # not minutes (upstream default 15s; override with SHOAL_HPA_SYNC_PERIOD).
 HPA_SYNC_PERIOD = os.environ.get("SHOAL_HPA_SYNC_PERIOD", "5s")
+CLIENT_RATE_FLAGS = ("--kube-api-qps=200", "--kube-api-burst=400")
 # Stop order: dependents first, storage last.
 _COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
@@ -64,6 +65,9 @@ class LocalCluster:
     """Paths and state of one local cluster."""
 
     root: Path = DEFAULT_STATE_DIR
+    # An API server audit policy: the control-plane benchmark counts the operator's
+    # writes as the API server saw them, in logs/audit.log.
+    audit_policy: Path | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -127,6 +131,14 @@ def _admin_client(cluster: LocalCluster, state: ClusterState, timeout: float = 5
     return httpx.Client(base_url=cluster.api_url(state), verify=ctx, timeout=timeout)
 
 
+def admin_client(cluster: LocalCluster, timeout: float = 30.0) -> httpx.Client:
+    """An HTTP client on the running cluster's API server, as cluster-admin."""
+    state = cluster.read_state()
+    if state is None:
+        raise ClusterError(f"no cluster is running in {cluster.root}")
+    return _admin_client(cluster, state, timeout)
+
+
 def _wait(what: str, check: Callable[[], bool], timeout: float, log: Path | None = None) -> None:
     """Poll ``check()`` until it is truthy; on timeout, show the component's log tail."""
     deadline = time.monotonic() + timeout
@@ -185,6 +197,17 @@ def _write_kubeconfigs(cluster: LocalCluster, state: ClusterState) -> None:
 # component command lines
 
 
+def _audit_flags(cluster: LocalCluster) -> list[str]:
+    if cluster.audit_policy is None:
+        return []
+    return [
+        f"--audit-policy-file={cluster.audit_policy}",
+        f"--audit-log-path={cluster.logs / 'audit.log'}",
+        "--audit-log-format=json",
+        "--audit-log-maxbackup=0",
+    ]
+
+
 def _commands(cluster: LocalCluster, state: ClusterState) -> dict[str, list[str]]:
     b = Path(state.bin_dir)
     p = cluster.pki
@@ -237,6 +260,7 @@ def _commands(cluster: LocalCluster, state: ClusterState) -> dict[str, list[str]
             f"--proxy-client-key-file={p.key('front-proxy-client')}",
             "--profiling=false",
             "--v=1",
+            *_audit_flags(cluster),
         ],
         "kube-controller-manager": [
             str(b / "kube-controller-manager"),
@@ -255,6 +279,10 @@ def _commands(cluster: LocalCluster, state: ClusterState) -> dict[str, list[str]
             f"--cluster-signing-key-file={p.key('ca')}",
             f"--service-cluster-ip-range={pki_mod.SERVICE_CIDR}",
             f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}",
+            # Client rate limits as large clusters set them (upstream defaults 20/30):
+            # at the defaults a thousand Deployments take minutes to get their pods, and
+            # the controller-manager, not what is under test, sets the pace.
+            *CLIENT_RATE_FLAGS,
             "--profiling=false",
             "--v=1",
         ],
@@ -267,6 +295,7 @@ def _commands(cluster: LocalCluster, state: ClusterState) -> dict[str, list[str]
             f"--secure-port={port['scheduler']}",
             f"--cert-dir={root / 'scheduler-certs'}",
             "--leader-elect=false",
+            *CLIENT_RATE_FLAGS,
             "--profiling=false",
             "--v=1",
         ],
