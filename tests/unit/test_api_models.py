@@ -45,7 +45,7 @@ def test_rule_messages_name_the_field() -> None:
 
 def test_defaults_follow_the_design() -> None:
     spec = BatchPolicySpec()
-    assert (spec.max_batch_size, spec.max_queue_delay, spec.priority_levels) == (8, "2ms", 0)
+    assert (spec.max_batch_size, spec.max_queue_delay, spec.priority_levels) == (32, "2ms", 0)
     scaling = Scaling()
     assert scaling.min_replicas == 1
     assert scaling.scale_down.stabilization_window == "5m"

@@ -90,7 +90,7 @@ def test_without_a_policy_the_defaults_apply() -> None:
     config = text_format.Parse(
         render_config_pbtxt(im, effective_batching(im, None)), pb.ModelConfig()
     )
-    assert config.max_batch_size == 8
+    assert config.max_batch_size == BatchPolicySpec().max_batch_size == 32
     assert config.dynamic_batching.max_queue_delay_microseconds == 2000
     assert config.response_cache.enable
 

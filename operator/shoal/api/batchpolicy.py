@@ -65,7 +65,7 @@ class BatchPolicySpec(SpecModel):
     """How requests are gathered into batches before they reach the model."""
 
     max_batch_size: int = Field(
-        default=8,
+        default=32,
         ge=1,
         le=MAX_BATCH,
         description="Largest batch the model executes. Becomes the model's max_batch_size.",

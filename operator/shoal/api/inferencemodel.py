@@ -287,8 +287,8 @@ class Scaling(SpecModel):
         default=None,
         ge=1,
         le=100_000,
-        description="Waiting requests per replica to aim for. Unset: two batches' worth "
-        "(2 x maxBatchSize).",
+        description="Waiting requests per replica to aim for. Unset: a quarter of a batch "
+        "(maxBatchSize / 4, at least 1).",
     )
     target_p95_latency: Duration | None = Field(
         default=None, description="P95 request latency to aim for, e.g. 200ms."
