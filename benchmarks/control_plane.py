@@ -1,0 +1,420 @@
+"""Control-plane scale: N InferenceModels on a real local cluster, side by side with the
+API server's own write ceiling.
+
+For each N (100, 500, 1000) a fresh local cluster (real etcd, kube-apiserver,
+controller-manager and scheduler; simulated GPU nodes from KWOK) gets the CRDs, 50 tenant
+namespaces, 4 TenantPools and the operator running as its least-privilege ServiceAccount.
+Then, in one run:
+
+1. the write ceiling: ConfigMaps created as fast as 8 concurrent clients can, the API
+   server's raw write throughput on this machine at this moment;
+2. N models created at once; the time until the operator has applied every model's
+   children (``status.observedGeneration`` set) and until every model is Ready (a Triton
+   pod Running on a simulated node, so the controller-manager, scheduler and KWOK are
+   in the figure too);
+3. the operator's writes, counted by the API server's audit log (every create, update,
+   patch and delete the ServiceAccount sent, events included), per model and as a rate
+   against the ceiling;
+4. a no-op resync: with everything converged, the writes during several full resync
+   passes (the target is 0), with the operator's reconcile counter showing the passes
+   happened;
+5. the operator's peak resident memory (VmHWM).
+
+    python -m benchmarks.control_plane [--sizes 100,500,1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from e2e.cluster import local
+from e2e.install import install_crds, kubectl_for, operator_kubeconfig
+from e2e.linear_model import linear_model
+from e2e.operator import running_operator
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SIZES = (100, 500, 1000)
+NAMESPACES = 50
+POOLS = 4
+CLIENTS = 8
+CEILING_WRITES = 2000
+RESYNC_SECONDS = 10.0
+# Converged means no operator write for this long (pool usage is gathered for a second).
+QUIET_SECONDS = 5.0
+OPERATOR_USER = "system:serviceaccount:shoal-system:shoal-operator"
+GROUP_PATH = "/apis/shoal.dev/v1alpha1"
+WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
+# Simulated nodes for the models' pods, beside the cluster's own: enough GPUs and pod
+# slots for 1,000 single-GPU replicas, so placement never limits the figure.
+BENCH_NODES = 10
+GPUS_PER_NODE = 128
+PODS_PER_NODE = 200
+
+
+def audit_policy() -> dict[str, Any]:
+    """Log the operator's writes only (metadata level), nothing else."""
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived", "ResponseStarted", "Panic"],
+        "rules": [
+            {"level": "Metadata", "users": [OPERATOR_USER], "verbs": list(WRITE_VERBS)},
+            {"level": "None"},
+        ],
+    }
+
+
+def bench_node(index: int) -> dict[str, Any]:
+    capacity = {
+        "cpu": "4096",
+        "memory": "64Ti",
+        "pods": str(PODS_PER_NODE),
+        "ephemeral-storage": "100Ti",
+        "nvidia.com/gpu": str(GPUS_PER_NODE),
+    }
+    name = f"bench-gpu-{index}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "shoal.dev/node-group": "bench-gpu",
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+            },
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {},
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
+def namespace_names() -> list[str]:
+    return [f"bench-{i:02d}" for i in range(NAMESPACES)]
+
+
+def pool_of(namespace_index: int) -> str:
+    return f"pool-{namespace_index % POOLS}"
+
+
+def pools() -> list[dict[str, Any]]:
+    """Half shared, half dedicated; each holds every POOLS-th namespace."""
+    names = namespace_names()
+    docs = []
+    for p in range(POOLS):
+        docs.append(
+            {
+                "apiVersion": "shoal.dev/v1alpha1",
+                "kind": "TenantPool",
+                "metadata": {"name": f"pool-{p}"},
+                "spec": {
+                    "isolation": "Shared" if p % 2 == 0 else "Dedicated",
+                    "tenants": {"namespaces": names[p::POOLS]},
+                    "placement": {"nodeSelector": {"shoal.dev/node-group": "bench-gpu"}},
+                    "quota": {"gpus": GPUS_PER_NODE * BENCH_NODES},
+                },
+            }
+        )
+    return docs
+
+
+def model(index: int) -> dict[str, Any]:
+    """Model ``index``: round-robin over the namespaces, one GPU per replica."""
+    ns_index = index % NAMESPACES
+    doc = linear_model(
+        20,
+        1,
+        pool=pool_of(ns_index),
+        namespace=namespace_names()[ns_index],
+        gpus=1,
+        scaling={"minReplicas": 1, "maxReplicas": 2},
+    )
+    doc["metadata"]["name"] = f"model-{index:04d}"
+    doc["spec"]["runtime"].update({"cpu": "100m", "memory": "256Mi"})
+    return doc
+
+
+@dataclass
+class Figures:
+    models: int
+    ceiling_writes_per_s: float
+    applied_s: float
+    ready_s: float
+    operator_writes: int
+    writes_per_model: float
+    write_rate_per_s: float
+    fraction_of_ceiling: float
+    noop_window_s: float
+    noop_reconciles: int
+    noop_writes: int
+    peak_rss_mb: float
+    writes_by_resource: dict[str, int] = field(default_factory=dict)
+    noop_writes_by_resource: dict[str, int] = field(default_factory=dict)
+    cpu_seconds_until_ready: dict[str, float] = field(default_factory=dict)
+
+
+def parallel(items: list[Any], work: Callable[[Any], None], clients: int = CLIENTS) -> float:
+    """Runs ``work`` over ``items`` from ``clients`` threads; returns the seconds taken."""
+    chunks = [items[i::clients] for i in range(clients)]
+    errors: list[BaseException] = []
+
+    def run(chunk: list[Any]) -> None:
+        try:
+            for item in chunk:
+                work(item)
+        except BaseException as exc:  # surfaced below, in the calling thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in chunks]
+    began = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return time.monotonic() - began
+
+
+def write_ceiling(cluster: local.LocalCluster, kubectl: Callable[..., str]) -> float:
+    """ConfigMap creates per second from CLIENTS concurrent clients, each on its own
+    keep-alive connection: the API server's (and etcd's) write throughput here."""
+    kubectl("create", "namespace", "ceiling")
+    local_clients = threading.local()
+
+    def create(i: int) -> None:
+        if not hasattr(local_clients, "http"):
+            local_clients.http = local.admin_client(cluster)
+        body = {"metadata": {"name": f"cm-{i}"}, "data": {"k": "v" * 64}}
+        local_clients.http.post(
+            "/api/v1/namespaces/ceiling/configmaps", json=body
+        ).raise_for_status()
+
+    seconds = parallel(list(range(CEILING_WRITES)), create)
+    kubectl("delete", "namespace", "ceiling", "--wait=false")
+    return CEILING_WRITES / seconds
+
+
+def operator_writes(audit_log: Path) -> Counter[str]:
+    """The operator's completed writes in the audit log, by verb and resource."""
+    counts: Counter[str] = Counter()
+    if not audit_log.exists():
+        return counts
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("stage") != "ResponseComplete":
+            continue
+        ref = event.get("objectRef", {})
+        resource = ref.get("resource", "?")
+        if ref.get("subresource"):
+            resource += "/" + ref["subresource"]
+        counts[f"{event['verb']} {resource}"] += 1
+    return counts
+
+
+def reconcile_count(metrics_url: str) -> float:
+    text = httpx.get(metrics_url, timeout=10).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("shoal_reconciles_total{")
+    )
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_process(cluster: local.LocalCluster, operator_pid: int) -> dict[str, float]:
+    state = cluster.read_state()
+    assert state is not None
+    return {"shoal-operator": cpu_seconds(operator_pid)} | {
+        name: cpu_seconds(pid) for name, pid in state.pids.items()
+    }
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("VmHWM missing from /proc")
+
+
+def model_progress(http: httpx.Client) -> tuple[int, int]:
+    """(models whose children are applied, models Ready)."""
+    items = http.get(f"{GROUP_PATH}/inferencemodels").raise_for_status().json()["items"]
+    applied = ready = 0
+    for item in items:
+        status = item.get("status") or {}
+        if status.get("observedGeneration") == item["metadata"]["generation"]:
+            applied += 1
+        conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+        if conditions.get("Ready") == "True":
+            ready += 1
+    return applied, ready
+
+
+@contextmanager
+def fresh_cluster(work: Path) -> Iterator[local.LocalCluster]:
+    policy = work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(audit_policy()))
+    cluster = local.LocalCluster(root=work / "cluster", audit_policy=policy)
+    local.up(cluster)
+    try:
+        yield cluster
+    finally:
+        local.down(cluster)
+
+
+def run_size(n: int, work: Path) -> Figures:
+    with fresh_cluster(work) as cluster:
+        kubectl = kubectl_for(cluster.kubeconfig)
+        install_crds(kubectl)
+        sa_kubeconfig = operator_kubeconfig(cluster.kubeconfig, kubectl, work / "operator-sa")
+        nodes = work / "nodes.yaml"
+        nodes.write_text(yaml.safe_dump_all([bench_node(i) for i in range(BENCH_NODES)]))
+        kubectl("apply", "--server-side", f"--filename={nodes}")
+        ceiling = write_ceiling(cluster, kubectl)
+        setup = work / "setup.yaml"
+        namespaces = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            for name in namespace_names()
+        ]
+        setup.write_text(yaml.safe_dump_all([*namespaces, *pools()]))
+        kubectl("apply", "--server-side", f"--filename={setup}")
+
+        audit_log = cluster.logs / "audit.log"
+        with (
+            running_operator(
+                sa_kubeconfig, work / "operator.log", resync_seconds=RESYNC_SECONDS
+            ) as operator,
+            local.admin_client(cluster) as http,
+        ):
+            time.sleep(RESYNC_SECONDS)  # the pools settle; their writes are not the models'
+            before = sum(operator_writes(audit_log).values())
+            local_clients = threading.local()
+
+            def create(doc: dict[str, Any]) -> None:
+                if not hasattr(local_clients, "http"):
+                    local_clients.http = local.admin_client(cluster)
+                ns = doc["metadata"]["namespace"]
+                local_clients.http.post(
+                    f"{GROUP_PATH}/namespaces/{ns}/inferencemodels", json=doc
+                ).raise_for_status()
+
+            cpu_before = cpu_by_process(cluster, operator.pid)
+            began = time.monotonic()
+            parallel([model(i) for i in range(n)], create)
+            applied_s = ready_s = 0.0
+            deadline = began + 600
+            while time.monotonic() < deadline:
+                applied, ready = model_progress(http)
+                now = time.monotonic() - began
+                if applied == n and not applied_s:
+                    applied_s = now
+                if ready == n:
+                    ready_s = now
+                    break
+                time.sleep(0.5)
+            else:
+                raise RuntimeError(f"{ready} of {n} models Ready after 600 s")
+            cpu = {
+                name: round(seconds - cpu_before[name], 1)
+                for name, seconds in cpu_by_process(cluster, operator.pid).items()
+            }
+            # Converged: wait for the last status writes (Ready flips) to land.
+            settled = sum(operator_writes(audit_log).values())
+            while True:
+                time.sleep(QUIET_SECONDS)
+                now_total = sum(operator_writes(audit_log).values())
+                if now_total == settled:
+                    break
+                settled = now_total
+            by_resource = operator_writes(audit_log)
+            writes = settled - before
+            reconciles_before = reconcile_count(operator.metrics_url)
+            window = 2.5 * RESYNC_SECONDS
+            time.sleep(window)
+            noop_by_resource = operator_writes(audit_log) - by_resource
+            noop_writes = sum(noop_by_resource.values())
+            noop_reconciles = round(reconcile_count(operator.metrics_url) - reconciles_before)
+            rss = peak_rss_mb(operator.pid)
+    return Figures(
+        models=n,
+        ceiling_writes_per_s=round(ceiling, 1),
+        applied_s=round(applied_s, 1),
+        ready_s=round(ready_s, 1),
+        operator_writes=writes,
+        writes_per_model=round(writes / n, 2),
+        write_rate_per_s=round(writes / ready_s, 1),
+        fraction_of_ceiling=round(writes / ready_s / ceiling, 2),
+        noop_window_s=window,
+        noop_reconciles=noop_reconciles,
+        noop_writes=noop_writes,
+        peak_rss_mb=round(rss, 1),
+        writes_by_resource=dict(sorted(by_resource.items())),
+        noop_writes_by_resource=dict(sorted(noop_by_resource.items())),
+        cpu_seconds_until_ready=cpu,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, SIZES)),
+        help="comma-separated model counts (default %(default)s)",
+    )
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    local.ensure_binaries()
+    print(
+        f"{'models':>7} {'applied s':>9} {'ready s':>8} {'writes/model':>12} "
+        f"{'writes/s':>9} {'ceiling/s':>9} {'fraction':>8} {'no-op writes':>12} "
+        f"{'peak MB':>8}",
+        flush=True,
+    )
+    figures = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmp:
+            f = run_size(n, Path(tmp))
+        figures.append(f)
+        print(
+            f"{f.models:>7} {f.applied_s:>9} {f.ready_s:>8} {f.writes_per_model:>12} "
+            f"{f.write_rate_per_s:>9} {f.ceiling_writes_per_s:>9} {f.fraction_of_ceiling:>8} "
+            f"{f.noop_writes:>5} in {f.noop_reconciles:>4} {f.peak_rss_mb:>8}",
+            flush=True,
+        )
+    summary = {
+        "namespaces": NAMESPACES,
+        "pools": POOLS,
+        "resync_seconds": RESYNC_SECONDS,
+        "ceiling_clients": CLIENTS,
+        "results": [asdict(f) for f in figures],
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "control_plane.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
