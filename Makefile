@@ -17,7 +17,7 @@ help:
 	@echo "make cluster-up    start (or reuse) the local cluster; kubeconfig in .dev-cluster/kubeconfig"
 	@echo "make cluster-down  stop the local cluster and remove its state"
 	@echo "make generate      regenerate crds/ and docs/api-reference.md from the models"
-	@echo "make bench         benchmarks (batching on the real Triton server); figures in benchmarks/results/"
+	@echo "make bench         benchmarks: batching (real Triton), control plane (local cluster), autoscaling replay; figures in benchmarks/results/"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -69,8 +69,11 @@ generate: venv
 	$(VENV)/bin/shoal generate
 
 # Benchmarks print figures and write benchmarks/results/*.json; they are not tests.
-bench: venv
+# The autoscaling replay is calibrated on the batching benchmark's curve: it runs after.
+bench: venv binaries
 	$(PY) -m benchmarks.batching
+	$(PY) -m benchmarks.control_plane
+	$(PY) -m benchmarks.autoscaling
 
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
