@@ -37,8 +37,9 @@ GV = "shoal.dev/v1alpha1"
 F = TypeVar("F", bound=Callable[..., Any])
 POOL_FINALIZER = "shoal.dev/pool-in-use"
 # A pool's usage changes with every replica of every model it holds; its re-check waits
-# this long so that a burst of scale events costs one pass, not one per model.
-POOL_GATHER_SECONDS = 1.0
+# this long so that a burst of scale events costs one pass, not one per model (the
+# usage in its status is informational: quotas are enforced by ResourceQuotas).
+POOL_GATHER_SECONDS = 5.0
 ALL_POOLS = ("AllPools", "", "")
 
 

@@ -33,6 +33,9 @@ class Kind:
     short_names: tuple[str, ...]
     scope: str
     printer_columns: tuple[Schema, ...]
+    # Fields a field selector may name (``kubectl get --field-selector``), besides
+    # metadata.name and metadata.namespace.
+    selectable_fields: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -63,6 +66,8 @@ KINDS: tuple[Kind, ...] = (
         plural="inferencemodels",
         short_names=("im",),
         scope="Namespaced",
+        # The operator lists a pool's models with it; admins can too.
+        selectable_fields=(".spec.pool",),
         printer_columns=(
             _column("Pool", ".spec.pool"),
             _READY,
@@ -219,6 +224,16 @@ def crd(kind: Kind) -> Schema:
     root_rules = getattr(kind.model, "rules", ())
     if root_rules:
         root["x-kubernetes-validations"] = [rule.as_validation() for rule in root_rules]
+    version: Schema = {
+        "name": VERSION,
+        "served": True,
+        "storage": True,
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": [dict(c) for c in kind.printer_columns],
+    }
+    if kind.selectable_fields:
+        version["selectableFields"] = [{"jsonPath": path} for path in kind.selectable_fields]
+    version["schema"] = {"openAPIV3Schema": root}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -237,16 +252,7 @@ def crd(kind: Kind) -> Schema:
                 "categories": ["shoal"],
             },
             "scope": kind.scope,
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [dict(c) for c in kind.printer_columns],
-                    "schema": {"openAPIV3Schema": root},
-                }
-            ],
+            "versions": [version],
         },
     }
 

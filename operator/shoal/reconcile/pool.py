@@ -78,9 +78,6 @@ def reconcile_pool(
 
 
 def models_of_pool(kube: Kube, pool_name: str) -> list[dict[str, Any]]:
-    """The pool's InferenceModels, in every namespace."""
-    return [
-        m
-        for m in kube.list("shoal.dev/v1alpha1", "InferenceModel")
-        if (m.get("spec") or {}).get("pool") == pool_name
-    ]
+    """The pool's InferenceModels, in every namespace (``spec.pool`` is a selectable
+    field of the CRD, so the API server sends only those)."""
+    return kube.list("shoal.dev/v1alpha1", "InferenceModel", fields=f"spec.pool={pool_name}")
