@@ -42,7 +42,8 @@ async def start(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -
     if _settings.metrics_port:
         prometheus_client.start_http_server(_settings.metrics_port)
     reader = MetricsReader(_settings.prometheus_url) if _settings.prometheus_url else None
-    _controller = Controller(Kube(load_api_client()), reader, workers=_settings.workers)
+    kube = Kube(load_api_client(), known=_changes)
+    _controller = Controller(kube, reader, workers=_settings.workers)
     _controller.start()
     _resync_task = asyncio.create_task(_resync_forever())
     logger.info(

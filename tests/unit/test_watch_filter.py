@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from shoal.watch_filter import WatchFilter
+from shoal.watch_filter import VERIFIED_TTL, WatchFilter
 
 
 def hpa(generation: int = 1, desired: int = 1) -> dict[str, Any]:
@@ -81,3 +81,47 @@ def test_a_models_own_status_write_does_not_count_but_its_deletion_does() -> Non
     assert not changes.relevant("MODIFIED", "InferenceModel", written)
     deleting = {**written, "metadata": {**model["metadata"], "deletionTimestamp": "now"}}
     assert changes.relevant("MODIFIED", "InferenceModel", deleting)
+
+
+def test_the_echo_of_shoals_own_write_does_not_count() -> None:
+    changes = WatchFilter()
+    meta = {"name": "m", "namespace": "ns", "resourceVersion": "9"}
+    changes.observed({"kind": "ConfigMap", "metadata": meta}, {"metadata": meta})
+    assert not changes.relevant("MODIFIED", "ConfigMap", {"metadata": meta})
+
+
+def _hpa_desired(target: str = "8") -> dict[str, Any]:
+    return {
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "m", "namespace": "ns"},
+        "spec": {"target": target},
+    }
+
+
+def test_a_verified_child_is_not_read_again_until_something_changes() -> None:
+    now = [0.0]
+    changes = WatchFilter(clock=lambda: now[0])
+    desired = _hpa_desired()
+    assert not changes.unchanged(desired)  # never verified
+    changes.observed(desired, hpa())
+    assert changes.unchanged(desired)
+    # The HPA controller's status writes change nothing that matters...
+    changes.relevant("MODIFIED", "HorizontalPodAutoscaler", hpa(desired=5))
+    assert changes.unchanged(desired)
+    # ...wanting something else does,
+    assert not changes.unchanged(_hpa_desired("16"))
+    # and so does an admin's edit of its spec.
+    changes.relevant("MODIFIED", "HorizontalPodAutoscaler", hpa(generation=2))
+    assert not changes.unchanged(desired)
+
+
+def test_a_verification_expires_and_a_deployment_is_always_read() -> None:
+    now = [0.0]
+    changes = WatchFilter(clock=lambda: now[0])
+    desired = _hpa_desired()
+    changes.observed(desired, hpa())
+    now[0] = VERIFIED_TTL + 1
+    assert not changes.unchanged(desired)
+    wanted = {"kind": "Deployment", "metadata": {"name": "m", "namespace": "ns"}}
+    changes.observed(wanted, deployment(available=1, ready=1))
+    assert not changes.unchanged(wanted)

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -21,6 +21,12 @@ from shoal.settings import FIELD_MANAGER
 from shoal.telemetry import WRITES
 
 ApiError = ApiException
+
+
+class KnownState(Protocol):
+    def observed(self, desired: dict[str, Any], body: dict[str, Any]) -> None: ...
+
+    def unchanged(self, desired: dict[str, Any]) -> bool: ...
 
 
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
@@ -38,8 +44,12 @@ def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
 class Kube:
     """The operator's API access. Thread-safe."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, known: KnownState | None = None) -> None:
+        """``known`` (the watch filter) is told every object as apply leaves it, so the
+        event echoing Shoal's own write causes no pass, and may vouch that a child is
+        unchanged since it was last verified, sparing the read."""
         self.api = api
+        self._known = known
 
     # ----------------------------------------------------------------------- raw
     def _call(
@@ -90,24 +100,37 @@ class Kube:
             raise
 
     def list(
-        self, api_version: str, kind: str, namespace: str | None = None, labels: str = ""
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None = None,
+        labels: str = "",
+        fields: str = "",
     ) -> list[dict[str, Any]]:
-        query = [self.CACHED, *([("labelSelector", labels)] if labels else [])]
+        query = [self.CACHED]
+        if labels:
+            query.append(("labelSelector", labels))
+        if fields:
+            query.append(("fieldSelector", fields))
         result = self._call("GET", collection_path(api_version, kind, namespace), query=query)
         items: list[dict[str, Any]] = result.get("items", [])
         return items
 
     # ----------------------------------------------------------------------- writes
-    def apply(self, desired: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, desired: dict[str, Any]) -> dict[str, Any] | None:
         """Server-side apply ``desired`` unless the live object already matches it.
 
         Returns the object as it stands afterwards (the live one when no write was
-        needed). Fields other managers own (an HPA's replicas, an admin's annotations)
+        needed), or None when it is known unchanged since it was last verified and was
+        not read. Fields other managers own (an HPA's replicas, an admin's annotations)
         are left alone; fields Shoal owns are forced back.
         """
+        if self._known is not None and self._known.unchanged(desired):
+            return None
         meta = desired["metadata"]
         live = self.get(desired["apiVersion"], desired["kind"], meta["name"], meta.get("namespace"))
         if live is not None and contains(live, desired):
+            self._seen(desired, live)
             return live
         applied: dict[str, Any] = self._call(
             "PATCH",
@@ -117,7 +140,12 @@ class Kube:
             content_type="application/apply-patch+yaml",
         )
         self._count(desired["kind"])
+        self._seen(desired, applied)
         return applied
+
+    def _seen(self, desired: dict[str, Any], obj: dict[str, Any]) -> None:
+        if self._known is not None:
+            self._known.observed(desired, obj)
 
     def set_finalizers(self, obj: dict[str, Any], finalizers: Sequence[str]) -> None:
         """Replace ``obj``'s finalizers, failing (409) if it changed since it was read."""

@@ -187,7 +187,7 @@ def converge(kube: Kube, model: InferenceModel) -> Outcome:
         desired = model_objects(model, policy.spec if policy else None, pool, floor.min_replicas)
     except ValueError as exc:
         return _blocked("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
-    applied: dict[str, dict[str, Any]] = {}
+    applied: dict[str, dict[str, Any] | None] = {}
     for obj in desired:
         try:
             applied[obj["kind"]] = kube.apply(obj)
@@ -197,7 +197,9 @@ def converge(kube: Kube, model: InferenceModel) -> Outcome:
                 f"Applying {obj['kind']} {obj['metadata']['name']} failed: "
                 f"{exc.status} {exc.reason}: {_api_message(exc)}",
             )
-    deployment = applied["Deployment"]  # the stack always has one; apply returns it as is
+    # The stack always has one, and a Deployment is always read (its status is needed).
+    deployment = applied["Deployment"]
+    assert deployment is not None
     outcome = replace(
         rollout_outcome(deployment, floor.min_replicas),
         floor=floor,
