@@ -1,10 +1,16 @@
 """Control-plane scale: N InferenceModels on a real local cluster, side by side with the
 API server's own write ceiling.
 
-For each N (100, 500, 1000) a fresh local cluster (real etcd, kube-apiserver,
-controller-manager and scheduler; simulated GPU nodes from KWOK) gets the CRDs, 50 tenant
-namespaces, 4 TenantPools and the operator running as its least-privilege ServiceAccount.
-Then, in one run:
+For each N (100, 500, 1000):
+
+0. the floor: on a fresh local cluster, the very objects the operator would create for
+   N models, rendered by the same code and applied by a plain client (no reads, no
+   status); the time until every Deployment has a pod available is what this machine's
+   control plane needs for the workload itself, whoever drives it;
+
+then a fresh local cluster (real etcd, kube-apiserver, controller-manager and scheduler;
+simulated GPU nodes from KWOK) gets the CRDs, 50 tenant namespaces, 4 TenantPools and the
+operator running as its least-privilege ServiceAccount, and in one run:
 
 1. the write ceiling: ConfigMaps created as fast as 8 concurrent clients can, the API
    server's raw write throughput on this machine at this moment;
@@ -15,8 +21,8 @@ Then, in one run:
 3. the operator's writes, counted by the API server's audit log (every create, update,
    patch and delete the ServiceAccount sent, events included), per model and as a rate
    against the ceiling;
-4. a no-op resync: with everything converged, the writes during several full resync
-   passes (the target is 0), with the operator's reconcile counter showing the passes
+4. a no-op resync: with everything converged, the writes during 1.5 resync periods
+   (the target is 0), with the operator's reconcile counter showing the passes
    happened;
 5. the operator's peak resident memory (VmHWM).
 
@@ -45,15 +51,24 @@ from e2e.install import install_crds, kubectl_for, operator_kubeconfig
 from e2e.linear_model import linear_model
 from e2e.operator import running_operator
 
+from shoal.api.inferencemodel import InferenceModel
+from shoal.api.tenantpool import TenantPool
+from shoal.kube.paths import path_of
+from shoal.render.desired import model_objects, pool_objects
+from shoal.render.tenancy import tenant_objects
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = (100, 500, 1000)
 NAMESPACES = 50
 POOLS = 4
 CLIENTS = 8
 CEILING_WRITES = 2000
-RESYNC_SECONDS = 10.0
+RESYNC_SECONDS = 30.0
 # Converged means no operator write for this long (pool usage is gathered for a second).
 QUIET_SECONDS = 5.0
+UPSTREAM_HPA_SYNC_PERIOD = "15s"
+# Listing every model costs the API server too: poll no faster than this.
+POLL_SECONDS = 2.0
 OPERATOR_USER = "system:serviceaccount:shoal-system:shoal-operator"
 GROUP_PATH = "/apis/shoal.dev/v1alpha1"
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
@@ -166,6 +181,9 @@ class Figures:
     noop_reconciles: int
     noop_writes: int
     peak_rss_mb: float
+    plain_client_applied_s: float
+    plain_client_ready_s: float
+    ready_vs_plain_client: float
     writes_by_resource: dict[str, int] = field(default_factory=dict)
     noop_writes_by_resource: dict[str, int] = field(default_factory=dict)
     cpu_seconds_until_ready: dict[str, float] = field(default_factory=dict)
@@ -230,6 +248,17 @@ def operator_writes(audit_log: Path) -> Counter[str]:
     return counts
 
 
+def quiet_total(audit_log: Path) -> int:
+    """The operator's write count once it has written nothing for QUIET_SECONDS."""
+    total = sum(operator_writes(audit_log).values())
+    while True:
+        time.sleep(QUIET_SECONDS)
+        now = sum(operator_writes(audit_log).values())
+        if now == total:
+            return total
+        total = now
+
+
 def reconcile_count(metrics_url: str) -> float:
     text = httpx.get(metrics_url, timeout=10).text
     return sum(
@@ -275,33 +304,98 @@ def model_progress(http: httpx.Client) -> tuple[int, int]:
 
 
 @contextmanager
-def fresh_cluster(work: Path) -> Iterator[local.LocalCluster]:
-    policy = work / "audit-policy.yaml"
-    policy.write_text(yaml.safe_dump(audit_policy()))
-    cluster = local.LocalCluster(root=work / "cluster", audit_policy=policy)
+def fresh_cluster(work: Path, *, audit: bool = True) -> Iterator[local.LocalCluster]:
+    """A new local cluster with the benchmark's nodes and tenant namespaces."""
+    policy = None
+    if audit:
+        policy = work / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(audit_policy()))
+    # Upstream's HPA sync period (the test cluster's 5 s would have the controller
+    # evaluate 200 HPAs a second at 1,000 models, which is not what clusters run).
+    cluster = local.LocalCluster(
+        root=work / "cluster", audit_policy=policy, hpa_sync_period=UPSTREAM_HPA_SYNC_PERIOD
+    )
     local.up(cluster)
     try:
-        yield cluster
-    finally:
-        local.down(cluster)
-
-
-def run_size(n: int, work: Path) -> Figures:
-    with fresh_cluster(work) as cluster:
         kubectl = kubectl_for(cluster.kubeconfig)
-        install_crds(kubectl)
-        sa_kubeconfig = operator_kubeconfig(cluster.kubeconfig, kubectl, work / "operator-sa")
-        nodes = work / "nodes.yaml"
-        nodes.write_text(yaml.safe_dump_all([bench_node(i) for i in range(BENCH_NODES)]))
-        kubectl("apply", "--server-side", f"--filename={nodes}")
-        ceiling = write_ceiling(cluster, kubectl)
         setup = work / "setup.yaml"
         namespaces = [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             for name in namespace_names()
         ]
-        setup.write_text(yaml.safe_dump_all([*namespaces, *pools()]))
+        setup.write_text(
+            yaml.safe_dump_all([*(bench_node(i) for i in range(BENCH_NODES)), *namespaces])
+        )
         kubectl("apply", "--server-side", f"--filename={setup}")
+        yield cluster
+    finally:
+        local.down(cluster)
+
+
+def plain_stacks(n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What the operator would create for the pools and for N models, rendered by the
+    same code but without owners: (pool objects, model objects)."""
+    by_name = {p["metadata"]["name"]: TenantPool.model_validate(p) for p in pools()}
+    shared = [
+        obj
+        for pool in by_name.values()
+        for obj in [
+            *pool_objects(pool),
+            *(o for ns in pool.spec.tenants.namespaces for o in tenant_objects(pool, ns)),
+        ]
+    ]
+    per_model = []
+    for i in range(n):
+        im = InferenceModel.model_validate(model(i))
+        per_model.extend(model_objects(im, None, by_name[im.spec.pool]))
+    return shared, per_model
+
+
+def deployments_available(http: httpx.Client) -> int:
+    items = http.get("/apis/apps/v1/deployments").raise_for_status().json()["items"]
+    return sum(1 for d in items if (d.get("status") or {}).get("availableReplicas"))
+
+
+def plain_client_floor(n: int, work: Path) -> tuple[float, float]:
+    """The same objects applied by a plain client (CLIENTS threads, server-side apply,
+    no reads, no status) on a fresh cluster: seconds until all are applied and until
+    every Deployment has a pod available. What this machine's control plane needs for
+    the workload itself, whoever drives it."""
+    shared, per_model = plain_stacks(n)
+    with fresh_cluster(work, audit=False) as cluster, local.admin_client(cluster) as http:
+        local_clients = threading.local()
+
+        def apply(doc: dict[str, Any]) -> None:
+            if not hasattr(local_clients, "http"):
+                local_clients.http = local.admin_client(cluster)
+            local_clients.http.patch(
+                path_of(doc),
+                params={"fieldManager": "bench", "force": "true"},
+                headers={"Content-Type": "application/apply-patch+yaml"},
+                content=json.dumps(doc),
+            ).raise_for_status()
+
+        parallel(shared, apply)
+        began = time.monotonic()
+        applied_s = parallel(per_model, apply)
+        deadline = began + 600
+        while deployments_available(http) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"plain client: not all {n} Deployments available in 600 s")
+            time.sleep(POLL_SECONDS)
+        return applied_s, time.monotonic() - began
+
+
+def run_size(n: int, work: Path) -> Figures:
+    floor_applied_s, floor_ready_s = plain_client_floor(n, work / "floor")
+    with fresh_cluster(work) as cluster:
+        kubectl = kubectl_for(cluster.kubeconfig)
+        install_crds(kubectl)
+        sa_kubeconfig = operator_kubeconfig(cluster.kubeconfig, kubectl, work / "operator-sa")
+        ceiling = write_ceiling(cluster, kubectl)
+        pool_file = work / "pools.yaml"
+        pool_file.write_text(yaml.safe_dump_all(pools()))
+        kubectl("apply", "--server-side", f"--filename={pool_file}")
 
         audit_log = cluster.logs / "audit.log"
         with (
@@ -310,8 +404,8 @@ def run_size(n: int, work: Path) -> Figures:
             ) as operator,
             local.admin_client(cluster) as http,
         ):
-            time.sleep(RESYNC_SECONDS)  # the pools settle; their writes are not the models'
-            before = sum(operator_writes(audit_log).values())
+            # The pools settle first: their writes are not the models'.
+            before = quiet_total(audit_log)
             local_clients = threading.local()
 
             def create(doc: dict[str, Any]) -> None:
@@ -335,7 +429,7 @@ def run_size(n: int, work: Path) -> Figures:
                 if ready == n:
                     ready_s = now
                     break
-                time.sleep(0.5)
+                time.sleep(POLL_SECONDS)
             else:
                 raise RuntimeError(f"{ready} of {n} models Ready after 600 s")
             cpu = {
@@ -343,17 +437,11 @@ def run_size(n: int, work: Path) -> Figures:
                 for name, seconds in cpu_by_process(cluster, operator.pid).items()
             }
             # Converged: wait for the last status writes (Ready flips) to land.
-            settled = sum(operator_writes(audit_log).values())
-            while True:
-                time.sleep(QUIET_SECONDS)
-                now_total = sum(operator_writes(audit_log).values())
-                if now_total == settled:
-                    break
-                settled = now_total
+            settled = quiet_total(audit_log)
             by_resource = operator_writes(audit_log)
             writes = settled - before
             reconciles_before = reconcile_count(operator.metrics_url)
-            window = 2.5 * RESYNC_SECONDS
+            window = 1.5 * RESYNC_SECONDS
             time.sleep(window)
             noop_by_resource = operator_writes(audit_log) - by_resource
             noop_writes = sum(noop_by_resource.values())
@@ -372,6 +460,9 @@ def run_size(n: int, work: Path) -> Figures:
         noop_reconciles=noop_reconciles,
         noop_writes=noop_writes,
         peak_rss_mb=round(rss, 1),
+        plain_client_applied_s=round(floor_applied_s, 1),
+        plain_client_ready_s=round(floor_ready_s, 1),
+        ready_vs_plain_client=round(ready_s / floor_ready_s, 2),
         writes_by_resource=dict(sorted(by_resource.items())),
         noop_writes_by_resource=dict(sorted(noop_by_resource.items())),
         cpu_seconds_until_ready=cpu,
@@ -389,7 +480,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     local.ensure_binaries()
     print(
-        f"{'models':>7} {'applied s':>9} {'ready s':>8} {'writes/model':>12} "
+        f"{'models':>7} {'applied s':>9} {'ready s':>8} {'plain s':>8} {'writes/model':>12} "
         f"{'writes/s':>9} {'ceiling/s':>9} {'fraction':>8} {'no-op writes':>12} "
         f"{'peak MB':>8}",
         flush=True,
@@ -400,7 +491,8 @@ def main() -> None:
             f = run_size(n, Path(tmp))
         figures.append(f)
         print(
-            f"{f.models:>7} {f.applied_s:>9} {f.ready_s:>8} {f.writes_per_model:>12} "
+            f"{f.models:>7} {f.applied_s:>9} {f.ready_s:>8} {f.plain_client_ready_s:>8} "
+            f"{f.writes_per_model:>12} "
             f"{f.write_rate_per_s:>9} {f.ceiling_writes_per_s:>9} {f.fraction_of_ceiling:>8} "
             f"{f.noop_writes:>5} in {f.noop_reconciles:>4} {f.peak_rss_mb:>8}",
             flush=True,

@@ -68,6 +68,8 @@ class LocalCluster:
     # An API server audit policy: the control-plane benchmark counts the operator's
     # writes as the API server saw them, in logs/audit.log.
     audit_policy: Path | None = None
+    # How often the HPA controller evaluates every HPA (see HPA_SYNC_PERIOD).
+    hpa_sync_period: str = HPA_SYNC_PERIOD
 
     @property
     def kubeconfig(self) -> Path:
@@ -278,7 +280,7 @@ def _commands(cluster: LocalCluster, state: ClusterState) -> dict[str, list[str]
             f"--cluster-signing-cert-file={p.cert('ca')}",
             f"--cluster-signing-key-file={p.key('ca')}",
             f"--service-cluster-ip-range={pki_mod.SERVICE_CIDR}",
-            f"--horizontal-pod-autoscaler-sync-period={HPA_SYNC_PERIOD}",
+            f"--horizontal-pod-autoscaler-sync-period={cluster.hpa_sync_period}",
             # Client rate limits as large clusters set them (upstream defaults 20/30):
             # at the defaults a thousand Deployments take minutes to get their pods, and
             # the controller-manager, not what is under test, sets the pace.
