@@ -7,8 +7,10 @@ interactive and offline example presets, and a sweep of maxBatchSize x maxQueueD
 For each, closed-loop clients at rising concurrency measure throughput and P95 (the
 ladder stops at the first level over the target: in a closed loop, more clients only add
 waiting); the figure of merit is the best throughput whose P95 stays under the target.
-All configs run in one process, one after another, on the same machine, and are
-reported as ratios to no batching.
+All configs are loaded side by side in one tritonserver and measured one after another
+(the others idle), and are reported as ratios to no batching. The load generator's
+clients share the machine's cores with the server, so at the top of the ladder the
+figures measure the clients' ceiling as much as the server's.
 
 It also measures the latency-vs-batch curve (one client, batches of 1 to 64 items sent
 whole, no batcher) and fits ``base + per_item * batch`` to it: the autoscaling
@@ -64,14 +66,20 @@ def unbatched_config(max_batch_size: int) -> str:
 
 
 @contextmanager
-def serving(config: str) -> Iterator[str]:
-    """A real tritonserver serving the linear model with ``config``; yields its URL."""
+def serving(configs: list[str]) -> Iterator[str]:
+    """One real tritonserver serving the linear model once per config, as models
+    ``linear0``, ``linear1``...; yields its URL. One server for every config saves a
+    start per config, and idle models cost nothing while another is measured."""
     with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp) / "repo" / "linear"
-        (repo / "1").mkdir(parents=True)
-        (repo / "1" / "model.py").write_text((MODELS / "linear_cost.py").read_text())
-        (repo / "config.pbtxt").write_text(config)
-        with triton.running(repo.parent, Path(tmp) / "work") as server:
+        repo = Path(tmp) / "repo"
+        for index, config in enumerate(configs):
+            name = f"linear{index}"
+            (repo / name / "1").mkdir(parents=True)
+            (repo / name / "1" / "model.py").write_text((MODELS / "linear_cost.py").read_text())
+            renamed = config.replace('name: "linear"', f'name: "{name}"', 1)
+            assert renamed != config, "the rendered config names its model first"
+            (repo / name / "config.pbtxt").write_text(renamed)
+        with triton.running(repo, Path(tmp) / "work", timeout=300.0) as server:
             yield server.http_url
 
 
@@ -84,17 +92,17 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def latency_curve() -> dict[str, Any]:
+def latency_curve(url: str, model_name: str) -> dict[str, Any]:
     """End-to-end latency of one request carrying a whole batch, for rising batch sizes."""
     points = []
-    with serving(unbatched_config(max(CURVE_BATCHES))) as url, httpx.Client(base_url=url) as http:
+    with httpx.Client(base_url=url) as http:
         for batch in CURVE_BATCHES:
             tensor = BODY["inputs"][0]
             body = {"inputs": [{**tensor, "shape": [batch, 4], "data": tensor["data"] * batch}]}
             samples = []
             for _ in range(CURVE_REQUESTS + 2):
                 started = time.monotonic()
-                http.post("/v2/models/linear/infer", json=body).raise_for_status()
+                http.post(f"/v2/models/{model_name}/infer", json=body).raise_for_status()
                 samples.append(time.monotonic() - started)
             samples = samples[2:]  # the first requests warm the connection and the stub
             points.append(
@@ -118,7 +126,7 @@ class Point:
     requests: int
 
 
-def measure(url: str, concurrency: int, seconds: float) -> Point:
+def measure(url: str, model_name: str, concurrency: int, seconds: float) -> Point:
     latencies: list[float] = []
     lock = threading.Lock()
     stop = time.monotonic() + seconds
@@ -128,7 +136,7 @@ def measure(url: str, concurrency: int, seconds: float) -> Point:
         with httpx.Client(base_url=url, timeout=60) as http:
             while time.monotonic() < stop:
                 started = time.monotonic()
-                http.post("/v2/models/linear/infer", json=BODY).raise_for_status()
+                http.post(f"/v2/models/{model_name}/infer", json=BODY).raise_for_status()
                 local.append(time.monotonic() - started)
         with lock:
             latencies.extend(local)
@@ -144,16 +152,27 @@ def measure(url: str, concurrency: int, seconds: float) -> Point:
     return Point(concurrency, len(latencies) / elapsed, p95, len(latencies))
 
 
-def run_config(name: str, config: str, levels: list[int], seconds: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Bench:
+    """The running server, which model serves which config, and the load ladder."""
+
+    url: str
+    models: dict[str, str]  # config name -> model name
+    levels: list[int]
+    seconds: float
+
+
+def run_config(bench: Bench, config: str, label: str | None = None) -> dict[str, Any]:
+    model_name = bench.models[config]
     points: list[Point] = []
-    with serving(config) as url:
-        measure(url, 4, 1.0)  # warm-up
-        for concurrency in levels:
-            points.append(measure(url, concurrency, seconds))
-            if points[-1].p95 > P95_TARGET_S:
-                break
+    measure(bench.url, model_name, 4, 1.0)  # warm-up
+    for concurrency in bench.levels:
+        points.append(measure(bench.url, model_name, concurrency, bench.seconds))
+        if points[-1].p95 > P95_TARGET_S:
+            break
     within = [p for p in points if p.p95 <= P95_TARGET_S]
     best = max(within, key=lambda p: p.throughput) if within else None
+    name = label or config
     result = {
         "name": name,
         "throughput_at_target": round(best.throughput, 1) if best else 0.0,
@@ -173,9 +192,7 @@ def rendered(spec: BatchPolicySpec) -> str:
     return render_config_pbtxt(im, effective_batching(im, spec))
 
 
-def confirm(
-    default: str, best: str, levels: list[int], seconds: float, rounds: int
-) -> dict[str, Any]:
+def confirm(bench: Bench, default: str, best: str, rounds: int) -> dict[str, Any]:
     """Default and sweep best again, interleaved, on fresh measurements.
 
     The sweep's best is the largest of many noisy figures, so it is biased upwards;
@@ -183,8 +200,8 @@ def confirm(
     """
     default_runs, best_runs = [], []
     for _ in range(rounds):
-        default_runs.append(run_config("confirm: default", default, levels, seconds))
-        best_runs.append(run_config("confirm: sweep best", best, levels, seconds))
+        default_runs.append(run_config(bench, default, "confirm: default"))
+        best_runs.append(run_config(bench, best, "confirm: sweep best"))
     default_mean = statistics.fmean(r["throughput_at_target"] for r in default_runs)
     best_mean = statistics.fmean(r["throughput_at_target"] for r in best_runs)
     return {
@@ -192,6 +209,8 @@ def confirm(
         "default_throughput": round(default_mean, 1),
         "sweep_best_throughput": round(best_mean, 1),
         "default_vs_sweep_best": round(default_mean / max(best_mean, 1e-9), 2),
+        "default_runs": [r["throughput_at_target"] for r in default_runs],
+        "sweep_best_runs": [r["throughput_at_target"] for r in best_runs],
     }
 
 
@@ -200,36 +219,45 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer points, shorter runs")
     args = parser.parse_args()
     levels = [4, 16, 48, 96] if args.quick else [4, 8, 16, 32, 48, 64, 96, 128]
-    seconds = 2.0 if args.quick else 3.0
-    curve = latency_curve()
-    presets = {
-        "default BatchPolicy": BatchPolicySpec(),
-        "interactive preset": BatchPolicySpec(
-            max_batch_size=8, max_queue_delay="500us", preferred_batch_sizes=[4, 8]
+    seconds = 2.0 if args.quick else 2.5
+    configs = {
+        "latency curve": unbatched_config(max(CURVE_BATCHES)),
+        "no batching": unbatched_config(1),
+        "default BatchPolicy": rendered(BatchPolicySpec()),
+        "interactive preset": rendered(
+            BatchPolicySpec(max_batch_size=8, max_queue_delay="500us", preferred_batch_sizes=[4, 8])
         ),
-        "offline preset": BatchPolicySpec(
-            max_batch_size=64, max_queue_delay="20ms", preferred_batch_sizes=[32, 64]
+        "offline preset": rendered(
+            BatchPolicySpec(
+                max_batch_size=64, max_queue_delay="20ms", preferred_batch_sizes=[32, 64]
+            )
         ),
     }
-    results = [run_config("no batching", unbatched_config(1), levels, seconds)]
-    for name, spec in presets.items():
-        results.append(run_config(name, rendered(spec), levels, seconds))
-    sweep, configs = [], {}
     sizes = [8, 32] if args.quick else [8, 16, 32, 64]
     delays = ["1ms", "5ms"] if args.quick else ["1ms", "2ms", "5ms", "20ms"]
+    sweep_names = []
     for size in sizes:
         for delay in delays:
             name = f"sweep max={size} delay={delay}"
             configs[name] = rendered(BatchPolicySpec(max_batch_size=size, max_queue_delay=delay))
-            sweep.append(run_config(name, configs[name], levels, seconds))
-    best = max(sweep, key=lambda r: r["throughput_at_target"])
-    confirmation = confirm(
-        rendered(BatchPolicySpec()),
-        configs[best["name"]],
-        levels,
-        seconds,
-        rounds=1 if args.quick else 2,
-    )
+            sweep_names.append(name)
+    with serving(list(configs.values())) as url:
+        bench = Bench(url, {name: f"linear{i}" for i, name in enumerate(configs)}, levels, seconds)
+        curve = latency_curve(url, bench.models["latency curve"])
+        results = [
+            run_config(bench, name)
+            for name in (
+                "no batching",
+                "default BatchPolicy",
+                "interactive preset",
+                "offline preset",
+            )
+        ]
+        sweep = [run_config(bench, name) for name in sweep_names]
+        best = max(sweep, key=lambda r: r["throughput_at_target"])
+        confirmation = confirm(
+            bench, "default BatchPolicy", best["name"], rounds=1 if args.quick else 2
+        )
     baseline = results[0]["throughput_at_target"] or 1.0
     defaults = BatchPolicySpec()
     summary = {
