@@ -184,6 +184,8 @@ class Figures:
     plain_client_applied_s: float
     plain_client_ready_s: float
     ready_vs_plain_client: float
+    plain_client_applies_per_s: float
+    fraction_of_plain_client_rate: float
     writes_by_resource: dict[str, int] = field(default_factory=dict)
     noop_writes_by_resource: dict[str, int] = field(default_factory=dict)
     cpu_seconds_until_ready: dict[str, float] = field(default_factory=dict)
@@ -356,11 +358,12 @@ def deployments_available(http: httpx.Client) -> int:
     return sum(1 for d in items if (d.get("status") or {}).get("availableReplicas"))
 
 
-def plain_client_floor(n: int, work: Path) -> tuple[float, float]:
+def plain_client_floor(n: int, work: Path) -> tuple[float, float, float]:
     """The same objects applied by a plain client (CLIENTS threads, server-side apply,
     no reads, no status) on a fresh cluster: seconds until all are applied and until
-    every Deployment has a pod available. What this machine's control plane needs for
-    the workload itself, whoever drives it."""
+    every Deployment has a pod available, and the server-side applies per second it
+    sustained. What this machine's control plane needs for the workload itself, whoever
+    drives it."""
     shared, per_model = plain_stacks(n)
     with fresh_cluster(work, audit=False) as cluster, local.admin_client(cluster) as http:
         local_clients = threading.local()
@@ -383,11 +386,11 @@ def plain_client_floor(n: int, work: Path) -> tuple[float, float]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"plain client: not all {n} Deployments available in 600 s")
             time.sleep(POLL_SECONDS)
-        return applied_s, time.monotonic() - began
+        return applied_s, time.monotonic() - began, len(per_model) / applied_s
 
 
 def run_size(n: int, work: Path) -> Figures:
-    floor_applied_s, floor_ready_s = plain_client_floor(n, work / "floor")
+    floor_applied_s, floor_ready_s, floor_rate = plain_client_floor(n, work / "floor")
     with fresh_cluster(work) as cluster:
         kubectl = kubectl_for(cluster.kubeconfig)
         install_crds(kubectl)
@@ -463,6 +466,8 @@ def run_size(n: int, work: Path) -> Figures:
         plain_client_applied_s=round(floor_applied_s, 1),
         plain_client_ready_s=round(floor_ready_s, 1),
         ready_vs_plain_client=round(ready_s / floor_ready_s, 2),
+        plain_client_applies_per_s=round(floor_rate, 1),
+        fraction_of_plain_client_rate=round(writes / ready_s / floor_rate, 2),
         writes_by_resource=dict(sorted(by_resource.items())),
         noop_writes_by_resource=dict(sorted(noop_by_resource.items())),
         cpu_seconds_until_ready=cpu,
