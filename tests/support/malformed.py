@@ -89,6 +89,14 @@ CASES: tuple[Case, ...] = (
         ("spec.maxQueueDelay", MATCH),
     ),
     Case(
+        # Would overflow Triton's max_queue_delay_microseconds (found by a property test).
+        "bp-delay-overflow",
+        BP,
+        "offline",
+        (("spec.maxQueueDelay", "400000000000m"),),
+        ("spec.maxQueueDelay", MATCH),
+    ),
+    Case(
         "bp-delay-number",
         BP,
         "offline",

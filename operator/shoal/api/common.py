@@ -131,7 +131,9 @@ def unique_by(key: str) -> AfterValidator:
 
 # ----------------------------------------------------------------------------- strings
 
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
+# At most six digits before each unit: with the 32-character limit, any duration fits
+# Triton's microsecond fields (a 400000000000m queue delay overflowed them).
+DURATION_PATTERN = r"^([0-9]{1,6}(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
