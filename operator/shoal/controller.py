@@ -122,7 +122,7 @@ class Controller:
         elif kind == "BatchPolicy":
             self.policy(namespace, name)
         elif key == ALL_POOLS:
-            for pool in self.kube.list(GV, "TenantPool"):
+            for pool in self.kube.list_metadata(GV, "TenantPool"):
                 self.request_pool(pool["metadata"]["name"])
 
     # ------------------------------------------------------------------ models
@@ -228,12 +228,12 @@ class Controller:
 
     def resync_all(self) -> None:
         """Request a pass over every object (the periodic backstop)."""
-        for pool in self.kube.list(GV, "TenantPool"):
+        for pool in self.kube.list_metadata(GV, "TenantPool"):
             self.request_pool(pool["metadata"]["name"])
-        for policy in self.kube.list(GV, "BatchPolicy"):
+        for policy in self.kube.list_metadata(GV, "BatchPolicy"):
             meta = policy["metadata"]
             self.request_policy(meta["namespace"], meta["name"])
-        for model in self.kube.list(GV, "InferenceModel"):
+        for model in self.kube.list_metadata(GV, "InferenceModel"):
             meta = model["metadata"]
             self.request_model(meta["namespace"], meta["name"], refresh_metrics=True)
 

@@ -102,7 +102,7 @@ def watch_freshness(watched_models: kopf.Index[tuple[str, str], str], **_: Any) 
     allowance, fail the probe and so restart the operator."""
     listed = {
         (m["metadata"]["namespace"], m["metadata"]["name"]): m["metadata"]["resourceVersion"]
-        for m in controller().kube.list("shoal.dev/v1alpha1", "InferenceModel")
+        for m in controller().kube.list_metadata("shoal.dev/v1alpha1", "InferenceModel")
     }
     watched = {key: next(iter(versions)) for key, versions in watched_models.items()}
     behind = stale_keys(listed, watched, _behind)

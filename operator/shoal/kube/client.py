@@ -59,12 +59,13 @@ class Kube:
         body: Any = None,
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> Any:
         method, url, headers, payload, _ = self.api.param_serialize(
             method=method,
             resource_path=path,
             query_params=query or [],
-            header_params={"Accept": "application/json", "Content-Type": content_type},
+            header_params={"Accept": accept, "Content-Type": content_type},
             body=body,
             auth_settings=["BearerToken"],
         )
@@ -98,6 +99,20 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
+
+    def list_metadata(
+        self, api_version: str, kind: str, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Only the objects' metadata (PartialObjectMetadataList): what a caller needing
+        names and versions reads, at a fraction of the bytes and memory of the objects."""
+        result = self._call(
+            "GET",
+            collection_path(api_version, kind, namespace),
+            query=[self.CACHED],
+            accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        )
+        items: list[dict[str, Any]] = result.get("items") or []  # null when empty
+        return items
 
     def list(
         self,
