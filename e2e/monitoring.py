@@ -26,41 +26,11 @@ from kubernetes import client
 
 from e2e import triton
 from e2e.cluster.local import free_port
+from e2e.process import stop, wait_http
 
 REPO = Path(__file__).resolve().parent.parent
 MONITORING = REPO / "manifests" / "monitoring"
 SCRAPE_INTERVAL = "2s"
-
-
-def _wait_http(
-    url: str,
-    what: str,
-    proc: subprocess.Popen[bytes],
-    log: Path,
-    timeout: float = 60,
-    verify: bool = True,
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(url, timeout=2, verify=verify).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"{what} not ready in {timeout:.0f}s:\n{log.read_text()[-3000:]}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @dataclass
@@ -108,7 +78,7 @@ class Prometheus:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        _wait_http(f"{self.url}/-/ready", "prometheus", self.proc, log)
+        wait_http(f"{self.url}/-/ready", "prometheus", self.proc, log)
         return self
 
     def query(self, promql: str) -> list[dict[str, Any]]:
@@ -118,7 +88,7 @@ class Prometheus:
 
     def stop(self) -> None:
         if self.proc:
-            _stop(self.proc)
+            stop(self.proc)
 
 
 @dataclass
@@ -158,7 +128,7 @@ class MetricsAdapter:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        _wait_http(
+        wait_http(
             f"https://127.0.0.1:{self.port}/healthz",
             "prometheus-adapter",
             self.proc,
@@ -215,7 +185,7 @@ class MetricsAdapter:
     def stop(self) -> None:
         self.unregister()
         if self.proc:
-            _stop(self.proc)
+            stop(self.proc)
 
 
 @dataclass

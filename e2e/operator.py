@@ -6,15 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from e2e.cluster.local import free_port
+from e2e.process import stop, wait_http
 
 RESYNC_SECONDS = 3
 
@@ -45,29 +43,9 @@ def running_operator(
     shoal = Path(sys.executable).parent / "shoal"
     with log.open("wb") as out:
         proc = subprocess.Popen([str(shoal), "run"], env=env, stdout=out, stderr=subprocess.STDOUT)
+    health_url = f"http://127.0.0.1:{port}/healthz"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"operator exited {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"operator not healthy in 60s:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
-        yield OperatorProcess(
-            log,
-            f"http://127.0.0.1:{port}/healthz",
-            f"http://127.0.0.1:{metrics_port}/metrics",
-            proc.pid,
-        )
+        wait_http(health_url, "operator", proc, log)
+        yield OperatorProcess(log, health_url, f"http://127.0.0.1:{metrics_port}/metrics", proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, grace=15)
