@@ -187,18 +187,19 @@ def converge(kube: Kube, model: InferenceModel) -> Outcome:
         desired = model_objects(model, policy.spec if policy else None, pool, floor.min_replicas)
     except ValueError as exc:
         return _blocked("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
-    applied: dict[str, dict[str, Any] | None] = {}
+    deployment: dict[str, Any] | None = None
     for obj in desired:
         try:
-            applied[obj["kind"]] = kube.apply(obj)
+            live = kube.apply(obj)
         except ApiError as exc:
             return _blocked(
                 "ApplyFailed",
                 f"Applying {obj['kind']} {obj['metadata']['name']} failed: "
                 f"{exc.status} {exc.reason}: {_api_message(exc)}",
             )
+        if obj["kind"] == "Deployment":
+            deployment = live
     # The stack always has one, and a Deployment is always read (its status is needed).
-    deployment = applied["Deployment"]
     assert deployment is not None
     outcome = replace(
         rollout_outcome(deployment, floor.min_replicas),
