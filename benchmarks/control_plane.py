@@ -191,15 +191,22 @@ class Figures:
     cpu_seconds_until_ready: dict[str, float] = field(default_factory=dict)
 
 
-def parallel(items: list[Any], work: Callable[[Any], None], clients: int = CLIENTS) -> float:
-    """Runs ``work`` over ``items`` from ``clients`` threads; returns the seconds taken."""
+def parallel(
+    cluster: local.LocalCluster,
+    items: list[Any],
+    work: Callable[[httpx.Client, Any], None],
+    clients: int = CLIENTS,
+) -> float:
+    """Runs ``work(http, item)`` over ``items`` from ``clients`` threads, each with its
+    own keep-alive admin connection; returns the seconds taken."""
     chunks = [items[i::clients] for i in range(clients)]
     errors: list[BaseException] = []
 
     def run(chunk: list[Any]) -> None:
         try:
-            for item in chunk:
-                work(item)
+            with local.admin_client(cluster) as http:
+                for item in chunk:
+                    work(http, item)
         except BaseException as exc:  # surfaced below, in the calling thread
             errors.append(exc)
 
@@ -218,17 +225,12 @@ def write_ceiling(cluster: local.LocalCluster, kubectl: Callable[..., str]) -> f
     """ConfigMap creates per second from CLIENTS concurrent clients, each on its own
     keep-alive connection: the API server's (and etcd's) write throughput here."""
     kubectl("create", "namespace", "ceiling")
-    local_clients = threading.local()
 
-    def create(i: int) -> None:
-        if not hasattr(local_clients, "http"):
-            local_clients.http = local.admin_client(cluster)
+    def create(http: httpx.Client, i: int) -> None:
         body = {"metadata": {"name": f"cm-{i}"}, "data": {"k": "v" * 64}}
-        local_clients.http.post(
-            "/api/v1/namespaces/ceiling/configmaps", json=body
-        ).raise_for_status()
+        http.post("/api/v1/namespaces/ceiling/configmaps", json=body).raise_for_status()
 
-    seconds = parallel(list(range(CEILING_WRITES)), create)
+    seconds = parallel(cluster, list(range(CEILING_WRITES)), create)
     kubectl("delete", "namespace", "ceiling", "--wait=false")
     return CEILING_WRITES / seconds
 
@@ -238,7 +240,8 @@ def operator_writes(audit_log: Path) -> Counter[str]:
     counts: Counter[str] = Counter()
     if not audit_log.exists():
         return counts
-    for line in audit_log.read_text().splitlines():
+    # The API server may be writing the last line: count only complete ones.
+    for line in audit_log.read_text().split("\n")[:-1]:
         event = json.loads(line)
         if event.get("stage") != "ResponseComplete":
             continue
@@ -366,21 +369,18 @@ def plain_client_floor(n: int, work: Path) -> tuple[float, float, float]:
     drives it."""
     shared, per_model = plain_stacks(n)
     with fresh_cluster(work, audit=False) as cluster, local.admin_client(cluster) as http:
-        local_clients = threading.local()
 
-        def apply(doc: dict[str, Any]) -> None:
-            if not hasattr(local_clients, "http"):
-                local_clients.http = local.admin_client(cluster)
-            local_clients.http.patch(
+        def apply(client: httpx.Client, doc: dict[str, Any]) -> None:
+            client.patch(
                 path_of(doc),
                 params={"fieldManager": "bench", "force": "true"},
                 headers={"Content-Type": "application/apply-patch+yaml"},
                 content=json.dumps(doc),
             ).raise_for_status()
 
-        parallel(shared, apply)
+        parallel(cluster, shared, apply)
         began = time.monotonic()
-        applied_s = parallel(per_model, apply)
+        applied_s = parallel(cluster, per_model, apply)
         deadline = began + 600
         while deployments_available(http) < n:
             if time.monotonic() > deadline:
@@ -409,19 +409,16 @@ def run_size(n: int, work: Path) -> Figures:
         ):
             # The pools settle first: their writes are not the models'.
             before = quiet_total(audit_log)
-            local_clients = threading.local()
 
-            def create(doc: dict[str, Any]) -> None:
-                if not hasattr(local_clients, "http"):
-                    local_clients.http = local.admin_client(cluster)
+            def create(client: httpx.Client, doc: dict[str, Any]) -> None:
                 ns = doc["metadata"]["namespace"]
-                local_clients.http.post(
+                client.post(
                     f"{GROUP_PATH}/namespaces/{ns}/inferencemodels", json=doc
                 ).raise_for_status()
 
             cpu_before = cpu_by_process(cluster, operator.pid)
             began = time.monotonic()
-            parallel([model(i) for i in range(n)], create)
+            parallel(cluster, [model(i) for i in range(n)], create)
             applied_s = ready_s = 0.0
             deadline = began + 600
             while time.monotonic() < deadline:
