@@ -1,9 +1,15 @@
-"""kopf handlers: thin glue from watch events and a periodic resync to the Controller.
+"""kopf handlers: thin glue from the watches to the cache and the work queue.
 
-Handlers only put the affected object's key on the controller's work queue, whose
-worker threads run the (blocking) reconciles; a burst of events for one object costs
-one pass. No handler raises for bad input: reconcilers report problems in status
-conditions and Events instead.
+kopf runs every indexing handler, for every object of every watched kind, before any
+other handler; Shoal's indexing handlers keep the cache (shoal.cache) and, when what a
+pass depends on changed, put the affected object's key on the work queue. The queue's
+workers start with the first ordinary handler call, i.e. once the cache holds every
+object, so no pass ever reads a half-filled cache. Deletions reach the cache through
+ordinary event handlers (kopf does not index them). No handler raises for bad input:
+reconcilers report problems in status conditions and Events.
+
+The operator's state lives in kopf's ``memo`` (see shoal.runtime); nothing here is a
+module-level variable.
 """
 
 from __future__ import annotations
@@ -16,65 +22,141 @@ import kopf
 import prometheus_client
 
 from shoal import __version__
-from shoal.controller import Controller
-from shoal.kube.client import Kube, load_api_client
-from shoal.metrics.reader import MetricsReader
-from shoal.settings import Settings
+from shoal.api.constants import API_VERSION, GROUP, MANAGED_BY, MANAGED_BY_LABEL, VERSION
+from shoal.resync import listed, resync_all
+from shoal.state import Operator
 from shoal.telemetry import MANAGED, STALE_WATCH, stale_keys
-from shoal.watch_filter import WatchFilter
 
-GROUP, VERSION = "shoal.dev", "v1alpha1"
-MANAGED_LABELS = {"app.kubernetes.io/managed-by": "shoal"}
-_settings = Settings.from_env()
-_controller: Controller | None = None
-_changes = WatchFilter()
-_resync_task: asyncio.Task[None] | None = None
+MANAGED_LABELS = {MANAGED_BY_LABEL: MANAGED_BY}
+# (group, version, plural, kind, labels) of every kind the operator watches.
+CUSTOM = (
+    (GROUP, VERSION, "inferencemodels", "InferenceModel", None),
+    (GROUP, VERSION, "tenantpools", "TenantPool", None),
+    (GROUP, VERSION, "batchpolicies", "BatchPolicy", None),
+    ("", "v1", "namespaces", "Namespace", None),
+)
+CHILDREN = (
+    ("apps", "v1", "deployments", "Deployment", MANAGED_LABELS),
+    ("", "v1", "services", "Service", MANAGED_LABELS),
+    ("", "v1", "configmaps", "ConfigMap", MANAGED_LABELS),
+    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", MANAGED_LABELS),
+    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", MANAGED_LABELS),
+    ("", "v1", "resourcequotas", "ResourceQuota", MANAGED_LABELS),
+    ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", MANAGED_LABELS),
+    ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", MANAGED_LABELS),
+)
 
 
-def controller() -> Controller:
-    assert _controller is not None, "the operator has not started"
-    return _controller
+def state(memo: Any) -> Operator:
+    operator: Operator = memo.operator
+    return operator
+
+
+def route(op: Operator, kind: str, body: dict[str, Any], *, deleted: bool = False) -> None:
+    """Request the passes a change to ``body`` calls for."""
+    meta = body.get("metadata") or {}
+    namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+    if kind == "InferenceModel":
+        if deleted:  # its pool may be waiting for its last model before it can go
+            op.request_pool(str((body.get("spec") or {}).get("pool") or ""))
+        else:
+            op.request_model(namespace, name)
+    elif kind == "TenantPool":
+        op.request_pool(name)
+    elif kind == "BatchPolicy":
+        op.request_policy(namespace, name)
+    elif kind == "Namespace":
+        # Pools admit namespaces by name and by label: any change may admit or release
+        # one, and decides whether the models there may run.
+        op.request_all_pools()
+        op.request_models_in(name)
+    else:  # a child: its owner repairs it, or reads its rollout
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("apiVersion") != API_VERSION:
+                continue
+            if ref.get("kind") == "InferenceModel":
+                op.request_model(namespace, ref["name"])
+            elif ref.get("kind") == "TenantPool":
+                op.request_pool(ref["name"])
+
+
+def _register(group: str, version: str, plural: str, kind: str, labels: Any) -> None:
+    def index(body: kopf.Body, memo: Any, **_: Any) -> dict[tuple[str, str], str]:
+        op = state(memo)
+        raw = dict(body)
+        if op.cache.put(kind, raw):
+            route(op, kind, raw)
+        meta = raw.get("metadata") or {}
+        # What the watch itself delivered, for the liveness check of the watches.
+        where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        return {where: str(meta.get("resourceVersion") or "")}
+
+    def gone(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
+        if type != "DELETED":
+            return
+        op = state(memo)
+        raw = dict(body)
+        op.cache.drop(kind, raw)
+        op.verified.forget(kind, raw)
+        route(op, kind, raw, deleted=True)
+
+    # The index is named after the id: handlers receive it as a keyword argument.
+    kopf.index(group, version, plural, labels=labels, id=f"index_{plural}")(index)
+    kopf.on.event(group, version, plural, labels=labels, id=f"gone-{plural}")(gone)
+
+
+for _entry in CUSTOM + CHILDREN:
+    _register(*_entry)
+
+
+@kopf.on.event("", "v1", "namespaces", id="synced")
+async def synced(memo: Any, **_: Any) -> None:
+    """kopf runs ordinary handlers only once every watched kind has been listed and
+    indexed: the first one to run opens the work queue."""
+    op = state(memo)
+    if not op.synced.is_set():
+        op.start()
+        logging.getLogger(__name__).info(
+            "cache filled: %d models", len(op.cache.all("InferenceModel"))
+        )
 
 
 @kopf.on.startup()
-async def start(logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
-    global _controller, _resync_task
-    if _settings.metrics_port:
-        prometheus_client.start_http_server(_settings.metrics_port)
-    reader = MetricsReader(_settings.prometheus_url) if _settings.prometheus_url else None
-    kube = Kube(load_api_client(), known=_changes)
-    _controller = Controller(kube, reader, workers=_settings.workers)
-    _controller.start()
-    _resync_task = asyncio.create_task(_resync_forever())
+async def start(memo: Any, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
+    op = state(memo)
+    if op.settings.metrics_port:
+        prometheus_client.start_http_server(op.settings.metrics_port)
+    memo.resync_task = asyncio.create_task(_resync_forever(op))
     logger.info(
-        "shoal operator %s started (resync every %ss)", __version__, _settings.resync_seconds
+        "shoal operator %s started (resync every %ss)", __version__, op.settings.resync_seconds
     )
 
 
 @kopf.on.cleanup()
-async def stop(**_: Any) -> None:
-    if _resync_task is not None:
-        _resync_task.cancel()
-    if _controller is not None:
-        _controller.stop()
+async def stop(memo: Any, **_: Any) -> None:
+    task = getattr(memo, "resync_task", None)
+    if task is not None:
+        task.cancel()
+    state(memo).stop()
 
 
-async def _resync_forever() -> None:
+async def _resync_forever(op: Operator) -> None:
     """The level-triggered backstop: every object is re-checked periodically even when
     no event arrives. One loop for the whole operator, not a kopf timer per object:
     per-object timers make kopf put a finalizer on every model, which would block
     namespace deletion whenever the operator is down."""
     loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, op.synced.wait)
     while True:
         # Wake early when a scheduled window opens or closes, to move the HPA's floor
         # on time (a second after the boundary, so the window is seen open or closed).
-        delay = _settings.resync_seconds
-        boundary = controller().seconds_to_next_window_change()
+        delay = op.settings.resync_seconds
+        boundary = op.seconds_to_next_wakeup()
         if boundary is not None:
             delay = min(delay, boundary + 1.0)
         await asyncio.sleep(delay)
         try:
-            await loop.run_in_executor(None, controller().resync_all)
+            await loop.run_in_executor(None, resync_all, op)
         except Exception:
             logging.getLogger(__name__).exception("periodic resync failed")
 
@@ -84,92 +166,22 @@ def version_probe(**_: Any) -> str:
     return __version__
 
 
-@kopf.index(GROUP, VERSION, "inferencemodels")
-def watched_models(
-    namespace: str | None, name: str, meta: kopf.Meta, **_: Any
-) -> dict[tuple[str, str], str]:
-    """What the watch has delivered: each model's latest resourceVersion."""
-    return {(namespace or "", name): str(meta.get("resourceVersion", ""))}
-
-
-_behind: dict[tuple[str, str], float] = {}
-
-
-@kopf.on.probe(id="watch")  # type: ignore[arg-type]  # kopf passes indexes by name
-def watch_freshness(watched_models: kopf.Index[tuple[str, str], str], **_: Any) -> int:
+@kopf.on.probe(id="watch")
+def watch_freshness(memo: Any, **kwargs: Any) -> int:
     """Liveness that proves the watch is fresh, not just that the process lives: models
     the API server lists at a version the watch never delivered, for longer than the
     allowance, fail the probe and so restart the operator."""
-    listed = {
+    op = state(memo)
+    delivered: kopf.Index[tuple[str, str], str] = kwargs["index_inferencemodels"]
+    listing = {
         (m["metadata"]["namespace"], m["metadata"]["name"]): m["metadata"]["resourceVersion"]
-        for m in controller().kube.list_metadata("shoal.dev/v1alpha1", "InferenceModel")
+        for m in listed(op, "InferenceModel")
     }
-    watched = {key: next(iter(versions)) for key, versions in watched_models.items()}
-    behind = stale_keys(listed, watched, _behind)
-    late = {key: age for key, age in behind.items() if age > _settings.watch_stale_seconds}
+    watched = {key: next(iter(versions)) for key, versions in delivered.items()}
+    behind = stale_keys(listing, watched, op.watch_lag)
+    late = {key: age for key, age in behind.items() if age > op.settings.watch_stale_seconds}
     STALE_WATCH.set(len(late))
-    MANAGED.labels("InferenceModel").set(len(listed))
+    MANAGED.labels("InferenceModel").set(len(listing))
     if late:
         raise kopf.PermanentError(f"the watch missed {len(late)} model update(s): {sorted(late)}")
-    return len(listed)
-
-
-# ---------------------------------------------------------------------- InferenceModel
-@kopf.on.event(GROUP, VERSION, "inferencemodels")
-def model_event(
-    type: str, namespace: str | None, name: str, spec: kopf.Spec, body: kopf.Body, **_: Any
-) -> None:
-    if not _changes.relevant(type, "InferenceModel", dict(body)):
-        return
-    if type == "DELETED":
-        # Its pool may be waiting for its last model before it can go.
-        controller().request_pool(str(spec.get("pool", "")))
-    else:
-        controller().request_model(namespace or "", name)
-
-
-# ---------------------------------------------------------------------- BatchPolicy
-@kopf.on.event(GROUP, VERSION, "batchpolicies")
-def policy_event(type: str, namespace: str | None, name: str, body: kopf.Body, **_: Any) -> None:
-    if not _changes.relevant(type, "BatchPolicy", dict(body)):
-        return
-    # A deleted policy leaves its models without one: they report it in status.
-    controller().request_policy(namespace or "", name)
-
-
-# ---------------------------------------------------------------------- TenantPool
-@kopf.on.event(GROUP, VERSION, "tenantpools")
-def pool_event(type: str, name: str, body: kopf.Body, **_: Any) -> None:
-    if not _changes.relevant(type, "TenantPool", dict(body)):
-        return
-    controller().request_pool(name)
-
-
-@kopf.on.event("", "v1", "namespaces")
-def namespace_event(type: str | None, **_: Any) -> None:
-    # Pools admit namespaces by name and by label: any change may admit or release one.
-    # The models there are re-checked by their own resync.
-    if type in ("ADDED", "MODIFIED", "DELETED"):
-        controller().request_all_pools()
-
-
-# ---------------------------------------------------------------------- children
-def _child_handler(kind: str) -> Any:
-    def on_child_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-        if _changes.relevant(type, kind, dict(body)):
-            controller().owner_of({"metadata": dict(body.get("metadata", {}))})
-
-    return on_child_event
-
-
-for _group_version, _plural, _kind in (
-    ("apps/v1", "deployments", "Deployment"),
-    ("v1", "services", "Service"),
-    ("v1", "configmaps", "ConfigMap"),
-    ("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget"),
-    ("autoscaling/v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
-):
-    _group, _, _version = _group_version.rpartition("/")
-    kopf.on.event(_group, _version, _plural, labels=MANAGED_LABELS, id=f"child-{_plural}")(
-        _child_handler(_kind)
-    )
+    return len(listing)

@@ -1,9 +1,8 @@
-"""Starting the kopf operator with deliberate settings.
+"""Starting the operator: its state, built once, and kopf with deliberate settings.
 
-kopf's defaults store handler progress and the last-handled spec in annotations on the
-watched objects. Those annotations make a GitOps-synced object look drifted and are
-copied along when the object is backed up and restored, so Shoal keeps both in its
-status instead, under its own prefix and finalizer name.
+Shoal registers only indexing and event handlers, which keep nothing on the watched
+objects: no progress or last-handled annotations that would make a GitOps-synced object
+look drifted, and no finalizer of kopf's.
 """
 
 from __future__ import annotations
@@ -12,29 +11,43 @@ import logging
 
 import kopf
 
-from shoal.settings import GROUP, Settings
+from shoal.cache import Cache
+from shoal.controller import dispatch
+from shoal.kube.client import Kube, load_api_client
+from shoal.kube.verified import Verified
+from shoal.metrics.reader import MetricsReader
+from shoal.settings import Settings
+from shoal.state import Operator
 
 
 def operator_settings(config: Settings) -> kopf.OperatorSettings:
     """The kopf settings Shoal runs with (pure: builds and returns an object)."""
     settings = kopf.OperatorSettings()
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
-    settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
-    settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(
-        field="status.kopf.lastHandledConfiguration"
-    )
     # A watch that silently stalls is a known failure mode: bound every watch request
     # so it is re-established even when the server never closes it.
     settings.watching.server_timeout = config.watch_server_timeout
     settings.watching.client_timeout = config.watch_client_timeout
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.INFO
-    # Reconcilers are synchronous and run in this pool; a small default pool lets a
-    # burst of child events delay everything else.
-    settings.execution.max_workers = config.workers
     # One active replica (Recreate strategy); no peering objects to install or clean.
     settings.peering.standalone = True
     return settings
+
+
+def build(config: Settings) -> Operator:
+    """The operator's state, before anything is watched."""
+    cache = Cache()
+    verified = Verified(cache)
+    reader = MetricsReader(config.prometheus_url) if config.prometheus_url else None
+    op = Operator(
+        settings=config,
+        kube=Kube(load_api_client(), known=verified),
+        cache=cache,
+        verified=verified,
+        metrics=reader,
+    )
+    op.attach(dispatch)
+    return op
 
 
 def run(config: Settings) -> None:
@@ -48,4 +61,5 @@ def run(config: Settings) -> None:
         clusterwide=not config.namespaces,
         namespaces=config.namespaces,
         liveness_endpoint=config.liveness_endpoint,
+        memo=kopf.Memo(operator=build(config)),
     )

@@ -7,12 +7,6 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# The field manager for every server-side apply the operator makes; GitOps tools see
-# this name as the owner of the fields Shoal sets on the objects it creates.
-FIELD_MANAGER = "shoal-operator"
-GROUP = "shoal.dev"
-VERSION = "v1alpha1"
-
 
 class Settings(BaseModel):
     """Everything that can be tuned without rebuilding the operator."""

@@ -13,9 +13,14 @@ RECONCILES = Counter(
 )
 RECONCILE_SECONDS = Histogram(
     "shoal_reconcile_duration_seconds",
-    "Time one reconcile pass took.",
-    ["kind"],
+    "Time one reconcile pass took, by kind and result.",
+    ["kind", "result"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+RETRIES = Counter(
+    "shoal_reconcile_retries_total",
+    "Failed passes put back on the work queue after a backoff, by kind.",
+    ["kind"],
 )
 WRITES = Counter("shoal_api_writes_total", "Writes sent to the API server, by kind.", ["kind"])
 QUEUE_DEPTH = Gauge("shoal_workqueue_depth", "Objects waiting for a reconcile pass.")

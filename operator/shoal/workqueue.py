@@ -11,7 +11,9 @@ that stream into work:
 - a key added while it is being processed runs again once that pass ends, so no change
   is lost: the pass that follows reads the newest state (level-triggered);
 - ``delay`` lets a caller gather a burst: every request within the delay is served by
-  one pass.
+  one pass;
+- a key whose pass failed is retried after a per-key exponential backoff (``retry``),
+  reset when a pass over it succeeds (``forget``), as client-go's rate-limited queue does.
 """
 
 from __future__ import annotations
@@ -27,9 +29,21 @@ from collections.abc import Callable, Hashable
 log = logging.getLogger(__name__)
 
 
+BACKOFF_BASE_SECONDS = 0.5
+BACKOFF_MAX_SECONDS = 60.0
+
+
 class WorkQueue:
-    def __init__(self, handle: Callable[[Hashable], None], workers: int, name: str = "work"):
+    def __init__(
+        self,
+        handle: Callable[[Hashable], None],
+        workers: int,
+        name: str = "work",
+        backoff: tuple[float, float] = (BACKOFF_BASE_SECONDS, BACKOFF_MAX_SECONDS),
+    ):
         self._handle = handle
+        self._backoff = backoff
+        self._failures: dict[Hashable, int] = {}
         self._workers = workers
         self._name = name
         self._cond = threading.Condition()
@@ -57,6 +71,22 @@ class WorkQueue:
         self._due[key] = due
         heapq.heappush(self._heap, (due, next(self._seq), key))
         self._cond.notify()
+
+    def retry(self, key: Hashable) -> float:
+        """Add ``key`` again after its backoff, which doubles with each failure in a row;
+        returns the delay."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        base, ceiling = self._backoff
+        delay = float(min(base * 2**failures, ceiling))
+        self.add(key, delay)
+        return delay
+
+    def forget(self, key: Hashable) -> None:
+        """A pass over ``key`` succeeded: its next failure starts the backoff afresh."""
+        with self._cond:
+            self._failures.pop(key, None)
 
     def __len__(self) -> int:
         """Keys waiting (not counting those being processed)."""

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.kube.subset import contains
+from shoal.kube.drift import current, digest, holds, stamped
 from shoal.reconcile.conditions import Cond, merge_conditions
 from shoal.reconcile.model import pod_problem, rollout_outcome
 from shoal.reconcile.pool import pool_usage
 
 
-def test_contains_ignores_server_added_fields_but_not_changes() -> None:
+def test_holds_ignores_server_added_fields_but_not_changes() -> None:
     desired = {"spec": {"ports": [{"name": "http", "port": 8000}], "type": "ClusterIP"}}
     live = {
         "metadata": {"resourceVersion": "7"},
@@ -20,14 +20,48 @@ def test_contains_ignores_server_added_fields_but_not_changes() -> None:
             "clusterIP": "10.96.0.9",
         },
     }
-    assert contains(live, desired)
+    assert holds(live, desired)
     live["spec"]["ports"][0]["port"] = 9000
-    assert not contains(live, desired)
-    assert not contains({"spec": {"ports": []}}, desired)
-    assert not contains(
+    assert not holds(live, desired)
+    assert not holds({"spec": {"ports": []}}, desired)
+    assert not holds(
         {"spec": {"ports": [{"name": "http", "port": 8000}, {"name": "x"}], "type": "ClusterIP"}},
         desired,
     )
+
+
+def test_quantities_compare_by_value_where_the_server_normalises_them() -> None:
+    desired = {"resources": {"requests": {"cpu": "0.5", "memory": "1024Mi"}}}
+    assert holds({"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}, desired)
+    assert not holds({"resources": {"requests": {"cpu": "600m", "memory": "1Gi"}}}, desired)
+    target = {"target": {"type": "Value", "value": "0.25"}}
+    assert holds({"target": {"type": "Value", "value": "250m"}}, target)
+    # Elsewhere a string is a string: a label value "500m" is not "0.5".
+    assert not holds({"labels": {"x": "500m"}}, {"labels": {"x": "0.5"}})
+    assert not holds({"tolerations": [{"value": "500m"}]}, {"tolerations": [{"value": "0.5"}]})
+
+
+def test_a_removed_field_is_seen_through_the_applied_digest() -> None:
+    """A subset check cannot see a field Shoal stopped sending; the digest can."""
+    before = {
+        "kind": "ResourceQuota",
+        "metadata": {"name": "q"},
+        "spec": {"hard": {"pods": "8", "x": "1"}},
+    }
+    after = {"kind": "ResourceQuota", "metadata": {"name": "q"}, "spec": {"hard": {"x": "1"}}}
+    live = stamped(before)
+    assert current(live, before)
+    assert holds(live, after)  # the subset check alone would skip the write
+    assert not current(live, after)
+    assert digest(stamped(after)) == digest(after)
+
+
+def test_an_edit_to_a_managed_field_is_seen_though_the_digest_matches() -> None:
+    desired = {"kind": "Service", "metadata": {"name": "s"}, "spec": {"type": "ClusterIP"}}
+    live = stamped(desired)
+    live["spec"]["type"] = "NodePort"
+    assert not current(live, desired)
+    assert not current(None, desired)
 
 
 def test_transition_time_moves_only_when_status_changes() -> None:

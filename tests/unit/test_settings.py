@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import kopf
 import pytest
 from pydantic import ValidationError
 
@@ -27,13 +28,17 @@ def test_bad_env_value_names_the_setting() -> None:
         Settings.from_env({"SHOAL_RESYNC_SECONDS": "-1"})
 
 
-def test_kopf_keeps_its_bookkeeping_out_of_annotations() -> None:
-    """GitOps: kopf must not write annotations onto the user's objects."""
+def test_kopf_keeps_nothing_on_the_watched_objects() -> None:
+    """GitOps: only indexing and event handlers, which keep no progress or last-handled
+    state on the user's objects; daemons, timers and change handlers would (and would
+    put a finalizer of kopf's on every model)."""
+    import shoal.handlers  # noqa: F401  - registers the handlers
+
+    registry = kopf.get_default_registry()
+    assert registry._indexing._handlers
+    assert registry._watching._handlers
+    assert not registry._changing._handlers
+    assert not registry._spawning._handlers
     settings = operator_settings(Settings())
-    progress = settings.persistence.progress_storage
-    diffbase = settings.persistence.diffbase_storage
-    assert type(progress).__name__ == "StatusProgressStorage"
-    assert type(diffbase).__name__ == "StatusDiffBaseStorage"
-    assert settings.persistence.finalizer == "shoal.dev/finalizer"
     assert settings.watching.client_timeout
     assert settings.watching.server_timeout

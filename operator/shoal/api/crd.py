@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from shoal.api.batchpolicy import BatchPolicy, BatchPolicySpec, BatchPolicyStatus
+from shoal.api.constants import GROUP, VERSION
 from shoal.api.inferencemodel import InferenceModel, InferenceModelSpec, InferenceModelStatus
 from shoal.api.tenantpool import TenantPool, TenantPoolSpec, TenantPoolStatus
-from shoal.settings import GROUP, VERSION
 
 Schema = dict[str, Any]
 

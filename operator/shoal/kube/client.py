@@ -1,6 +1,6 @@
 """A thin, synchronous Kubernetes API edge: GET, server-side apply, status, Events.
 
-The operator runs its reconcilers in kopf's worker threads, so blocking calls here do
+The operator runs its reconcilers in its own worker threads, so blocking calls here do
 not stall the watches. Every write is counted in the ``shoal_api_writes_total`` metric.
 """
 
@@ -15,18 +15,22 @@ from typing import Any, Protocol
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from shoal.api.constants import FIELD_MANAGER
+from shoal.kube.drift import digest, holds, last_applied, stamped
 from shoal.kube.paths import collection_path, object_path, path_of
-from shoal.kube.subset import contains
-from shoal.settings import FIELD_MANAGER
 from shoal.telemetry import WRITES
 
 ApiError = ApiException
 
 
 class KnownState(Protocol):
-    def observed(self, desired: dict[str, Any], body: dict[str, Any]) -> None: ...
+    """What the watches vouch for (shoal.kube.verified.Verified)."""
 
-    def unchanged(self, desired: dict[str, Any]) -> bool: ...
+    def record(self, wanted: str, body: dict[str, Any]) -> None: ...
+
+    def vouch(self, desired: dict[str, Any], wanted: str) -> dict[str, Any] | None: ...
+
+    def absent(self, desired: dict[str, Any]) -> bool: ...
 
 
 def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
@@ -45,9 +49,8 @@ class Kube:
     """The operator's API access. Thread-safe."""
 
     def __init__(self, api: client.ApiClient, known: KnownState | None = None) -> None:
-        """``known`` (the watch filter) is told every object as apply leaves it, so the
-        event echoing Shoal's own write causes no pass, and may vouch that a child is
-        unchanged since it was last verified, sparing the read."""
+        """``known`` is told every child as apply leaves it, and may vouch that a child
+        is unchanged since it was last verified, or does not exist, sparing the read."""
         self.api = api
         self._known = known
 
@@ -132,40 +135,54 @@ class Kube:
         return items
 
     # ----------------------------------------------------------------------- writes
-    def apply(self, desired: dict[str, Any]) -> dict[str, Any] | None:
-        """Server-side apply ``desired`` unless the live object already matches it.
+    def apply(self, desired: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply ``desired`` unless the child already holds it.
 
-        Returns the object as it stands afterwards (the live one when no write was
-        needed), or None when it is known unchanged since it was last verified and was
-        not read. Fields other managers own (an HPA's replicas, an admin's annotations)
-        are left alone; fields Shoal owns are forced back.
+        The child holds it when Shoal's last apply carried this very intent (the digest
+        in its applied annotation) and every field of it still has the wanted value; a
+        field Shoal stopped sending changes the digest, so the apply that drops it is
+        sent. Returns the child as it stands afterwards (for a child the watch vouches
+        for, the cache's projection of it: metadata, and a Deployment's rollout status).
+        Fields other managers own (an HPA's replicas, an admin's annotations) are left
+        alone; fields Shoal owns are forced back.
         """
-        if self._known is not None and self._known.unchanged(desired):
-            return None
-        meta = desired["metadata"]
-        live = self.get(desired["apiVersion"], desired["kind"], meta["name"], meta.get("namespace"))
-        if live is not None and contains(live, desired):
-            self._seen(desired, live)
+        wanted = digest(desired)
+        live: dict[str, Any] | None = None
+        if self._known is not None:
+            vouched = self._known.vouch(desired, wanted)
+            if vouched is not None:
+                return vouched
+            if not self._known.absent(desired):
+                live = self._get_object(desired)
+        else:
+            live = self._get_object(desired)
+        if live is not None and last_applied(live) == wanted and holds(live, desired):
+            self._record(wanted, live)
             return live
         applied: dict[str, Any] = self._call(
             "PATCH",
             path_of(desired),
-            body=desired,
+            body=stamped(desired),
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             content_type="application/apply-patch+yaml",
         )
         self._count(desired["kind"])
-        self._seen(desired, applied)
+        self._record(wanted, applied)
         return applied
 
-    def _seen(self, desired: dict[str, Any], obj: dict[str, Any]) -> None:
-        if self._known is not None:
-            self._known.observed(desired, obj)
+    def _get_object(self, desired: dict[str, Any]) -> dict[str, Any] | None:
+        meta = desired["metadata"]
+        return self.get(desired["apiVersion"], desired["kind"], meta["name"], meta.get("namespace"))
 
-    def set_finalizers(self, obj: dict[str, Any], finalizers: Sequence[str]) -> None:
-        """Replace ``obj``'s finalizers, failing (409) if it changed since it was read."""
+    def _record(self, wanted: str, body: dict[str, Any]) -> None:
+        if self._known is not None:
+            self._known.record(wanted, body)
+
+    def set_finalizers(self, obj: dict[str, Any], finalizers: Sequence[str]) -> dict[str, Any]:
+        """Replace ``obj``'s finalizers, failing (409) if it changed since it was read;
+        returns the object as the write left it."""
         meta = obj["metadata"]
-        self._call(
+        result: dict[str, Any] = self._call(
             "PATCH",
             path_of(obj),
             body={
@@ -175,6 +192,7 @@ class Kube:
             content_type="application/merge-patch+json",
         )
         self._count(f"{obj['kind']}/finalizers")
+        return result
 
     def delete(self, obj: dict[str, Any]) -> bool:
         """Delete ``obj``; False when it was already gone."""
@@ -187,10 +205,11 @@ class Kube:
         self._count(f"{obj['kind']}/delete")
         return True
 
-    def patch_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        """Merge-patch the status subresource of a shoal.dev object (gone: nothing to do)."""
+    def patch_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch the status subresource of a shoal.dev object; a key set to None is
+        removed. Returns the object as the write left it (None: it is gone)."""
         try:
-            self._call(
+            result: dict[str, Any] = self._call(
                 "PATCH",
                 path_of(obj) + "/status",
                 body={"status": status},
@@ -200,8 +219,9 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            return
+            return None
         self._count(f"{obj['kind']}/status")
+        return result
 
     def event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Record a core/v1 Event about ``obj`` (best effort: never fails a reconcile)."""

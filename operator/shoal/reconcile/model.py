@@ -1,4 +1,10 @@
-"""Reconciling one InferenceModel into its Triton serving stack."""
+"""Reconciling one InferenceModel into its Triton serving stack.
+
+One pass: read the model, its pool, its BatchPolicy and its namespace (from the cache),
+decide whether the model can be served, make sure its namespace holds the pool's
+isolation, apply the stack, read how the rollout goes, and write the status. A problem
+with the spec or its surroundings never raises: it becomes the status.
+"""
 
 from __future__ import annotations
 
@@ -13,43 +19,56 @@ from pydantic import ValidationError
 from shoal.api.admission import admits
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
+from shoal.api.constants import API_VERSION, MODEL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
-from shoal.kube.client import ApiError, Kube
-from shoal.reconcile.conditions import (
-    Cond,
-    condition,
-    merge_conditions,
-    now_rfc3339,
-    status_differs,
-)
+from shoal.kube.client import ApiError
+from shoal.metrics.status import metrics_status
+from shoal.reconcile.conditions import Cond, condition
+from shoal.reconcile.pool import isolation_objects
+from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.desired import model_objects
-from shoal.render.names import GRPC_PORT, HTTP_PORT, MODEL_LABEL
+from shoal.render.names import GRPC_PORT, HTTP_PORT
 from shoal.render.schedule import Floor, floor_at, next_change
+from shoal.state import POOL_GATHER_SECONDS, Operator
 
 log = logging.getLogger(__name__)
-GROUP_VERSION = "shoal.dev/v1alpha1"
+
+# Refusals by the API server that no retry can cure: the rendered object is invalid or
+# forbidden as it stands.
+TERMINAL_API_STATUSES = frozenset({400, 403, 404, 422})
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a reconcile found: the conditions to report and the Deployment it saw."""
+    """What a pass found: the conditions to report and the Deployment it saw."""
 
     ready: Cond
     progressing: Cond
     degraded: Cond
+    # Nothing but a change to the spec or its surroundings can help.
+    stalled: bool = False
     deployment: dict[str, Any] | None = None
     floor: Floor | None = None
     next_change: dt.datetime | None = None  # when a scheduled window opens or closes
 
 
-def _blocked(reason: str, message: str) -> Outcome:
-    """The model cannot be rendered: nothing is applied, the reason is reported."""
+def _blocked(reason: str, message: str, *, stalled: bool) -> Outcome:
+    """The model cannot be served: nothing is applied, the reason is reported."""
     return Outcome(
         ready=Cond("Ready", "False", reason, message),
         progressing=Cond("Progressing", "False", reason, message),
         degraded=Cond("Degraded", "True", reason, message),
+        stalled=stalled,
     )
+
+
+def stalled(reason: str, message: str) -> Outcome:
+    return _blocked(reason, message, stalled=True)
+
+
+def waiting(reason: str, message: str) -> Outcome:
+    return _blocked(reason, message, stalled=False)
 
 
 def rollout_outcome(deployment: dict[str, Any], replicas_wanted: int) -> Outcome:
@@ -65,9 +84,11 @@ def rollout_outcome(deployment: dict[str, Any], replicas_wanted: int) -> Outcome
     progress = conds.get("Progressing")
 
     if failure and failure.get("status") == "True":
-        degraded = Cond("Degraded", "True", "ReplicaFailure", failure.get("message", ""))
+        degraded = Cond("Degraded", "True", "ReplicaFailure", failure.get("message") or "")
     elif progress and progress.get("reason") == "ProgressDeadlineExceeded":
-        degraded = Cond("Degraded", "True", "ProgressDeadlineExceeded", progress.get("message", ""))
+        degraded = Cond(
+            "Degraded", "True", "ProgressDeadlineExceeded", progress.get("message") or ""
+        )
     else:
         degraded = Cond("Degraded", "False", "AsExpected", "All objects are applied.")
 
@@ -93,121 +114,143 @@ def rollout_outcome(deployment: dict[str, Any], replicas_wanted: int) -> Outcome
         )
     else:
         ready = Cond("Ready", "False", "NoReplicasAvailable", "No Triton replica is ready yet.")
-    return Outcome(ready, progressing, degraded, deployment)
-
-
-def _resolve(
-    kube: Kube, model: InferenceModel
-) -> tuple[TenantPool | None, BatchPolicy | None, Outcome | None]:
-    namespace = model.metadata.namespace
-    pool_body = kube.get(GROUP_VERSION, "TenantPool", model.spec.pool)
-    if pool_body is None:
-        return (
-            None,
-            None,
-            _blocked(
-                "TenantPoolNotFound",
-                f"TenantPool {model.spec.pool!r} does not exist; the model will be deployed "
-                "when it is created.",
-            ),
-        )
-    pool = parse_object(TenantPool, pool_body)
-    refusal = admission_refusal(kube, model, pool)
-    if refusal is not None:
-        return pool, None, _blocked(*refusal)
-    policy = None
-    if model.spec.batch_policy:
-        name = model.spec.batch_policy.name
-        body = kube.get(GROUP_VERSION, "BatchPolicy", name, namespace)
-        if body is None:
-            return (
-                pool,
-                None,
-                _blocked(
-                    "BatchPolicyNotFound",
-                    f"BatchPolicy {namespace}/{name} does not exist; the model will be deployed "
-                    "when it is created.",
-                ),
-            )
-        policy = parse_object(BatchPolicy, body)
-    return pool, policy, None
+    return Outcome(ready, progressing, degraded, deployment=deployment)
 
 
 def admission_refusal(
-    kube: Kube, model: InferenceModel, pool: TenantPool
+    model: InferenceModel,
+    pool: TenantPool,
+    namespace_labels: dict[str, str],
+    siblings: list[dict[str, Any]],
 ) -> tuple[str, str] | None:
-    """Why the pool refuses the model, if it does: namespace not admitted, or quota."""
+    """Why the pool refuses the model, if it does (pure): the namespace is not admitted,
+    or the model does not fit the per-namespace quota. ``siblings`` are the namespace's
+    InferenceModels (the model itself among them once it exists)."""
     namespace = model.metadata.namespace or ""
-    ns = kube.get("v1", "Namespace", namespace) or {}
-    labels = (ns.get("metadata") or {}).get("labels") or {}
     pool_name = pool.metadata.name
-    if not admits(pool, namespace, labels):
+    if not admits(pool, namespace, namespace_labels):
         return (
             "NamespaceNotAdmitted",
             f"TenantPool {pool_name!r} does not admit namespace {namespace!r}; "
             "ask its admin to add it to spec.tenants.",
         )
     quota = pool.spec.quota
-    warm_gpus = model.spec.scaling.min_replicas * model.spec.runtime.gpus
-    if warm_gpus > quota.gpus:
-        return (
-            "QuotaExceeded",
-            f"The warm pool needs {warm_gpus} GPUs ({model.spec.scaling.min_replicas} replicas "
-            f"x {model.spec.runtime.gpus}); TenantPool {pool_name!r} allows {quota.gpus} "
-            "per namespace.",
-        )
+    scaling = model.spec.scaling
+    floors = [("the warm pool", scaling.min_replicas)] + [
+        (f"schedule {w.name!r}", w.min_replicas) for w in scaling.schedules
+    ]
+    for what, replicas in floors:
+        gpus = replicas * model.spec.runtime.gpus
+        if gpus > quota.gpus:
+            return (
+                "QuotaExceeded",
+                f"{what} needs {gpus} GPUs ({replicas} replicas x {model.spec.runtime.gpus}); "
+                f"TenantPool {pool_name!r} allows {quota.gpus} per namespace.",
+            )
+        if quota.replicas is not None and replicas > quota.replicas:
+            return (
+                "QuotaExceeded",
+                f"{what} needs {replicas} replicas; TenantPool {pool_name!r} allows "
+                f"{quota.replicas} per namespace.",
+            )
     if quota.models is not None:
-        siblings = sorted(
-            (m["metadata"].get("creationTimestamp", ""), m["metadata"]["name"])
-            for m in kube.list(GROUP_VERSION, "InferenceModel", namespace)
+        ranked = sorted(
+            (m["metadata"].get("creationTimestamp") or "", m["metadata"]["name"])
+            for m in siblings
             if (m.get("spec") or {}).get("pool") == pool_name
         )
-        rank = (
-            [name for _, name in siblings].index(model.metadata.name)
-            if any(name == model.metadata.name for _, name in siblings)
-            else len(siblings)
-        )
+        names = [name for _, name in ranked]
+        rank = names.index(model.metadata.name) if model.metadata.name in names else len(names)
         if rank >= quota.models:
             return (
                 "QuotaExceeded",
                 f"TenantPool {pool_name!r} allows {quota.models} model(s) per namespace; "
-                f"{len(siblings)} exist here and this one came later.",
+                f"{len(names)} exist here and this one came later.",
             )
     return None
 
 
-def converge(kube: Kube, model: InferenceModel) -> Outcome:
+def _resolve(
+    op: Operator, model: InferenceModel
+) -> tuple[TenantPool, BatchPolicy | None] | Outcome:
+    """The model's pool and BatchPolicy, or why it cannot be served."""
+    namespace = model.metadata.namespace or ""
+    pool_body = op.cache.get("TenantPool", model.spec.pool)
+    if pool_body is None:
+        return waiting(
+            "TenantPoolNotFound",
+            f"TenantPool {model.spec.pool!r} does not exist; the model will be deployed "
+            "when it is created.",
+        )
+    try:
+        pool = parse_object(TenantPool, pool_body)
+    except ValidationError as exc:
+        return stalled("InvalidTenantPool", f"TenantPool {model.spec.pool!r} is invalid: {exc}")
+    ns = op.cache.get("Namespace", namespace) or {}
+    labels = dict((ns.get("metadata") or {}).get("labels") or {})
+    siblings = op.cache.all("InferenceModel", [namespace])
+    refusal = admission_refusal(model, pool, labels, siblings)
+    if refusal is not None:
+        return stalled(*refusal)
+    if model.spec.batch_policy is None:
+        return pool, None
+    name = model.spec.batch_policy.name
+    body = op.cache.get("BatchPolicy", name, namespace)
+    if body is None:
+        return waiting(
+            "BatchPolicyNotFound",
+            f"BatchPolicy {namespace}/{name} does not exist; the model will be deployed "
+            "when it is created.",
+        )
+    try:
+        return pool, parse_object(BatchPolicy, body)
+    except ValidationError as exc:
+        return stalled("InvalidBatchPolicy", f"BatchPolicy {namespace}/{name} is invalid: {exc}")
+
+
+def _apply_failed(obj: dict[str, Any], exc: ApiError) -> Outcome:
+    message = (
+        f"Applying {obj['kind']} {obj['metadata']['name']} failed: "
+        f"{exc.status} {exc.reason}: {api_message(exc)}"
+    )
+    if exc.status in TERMINAL_API_STATUSES:
+        return stalled("ApplyFailed", message)
+    raise exc  # transient: the pass is retried with backoff
+
+
+def converge(op: Operator, model: InferenceModel) -> Outcome:
     """Apply the desired stack and observe its Deployment; never raises for bad input."""
-    pool, policy, blocked = _resolve(kube, model)
-    if blocked is not None or pool is None:
-        assert blocked is not None
-        return blocked
-    floor = floor_at(model.spec.scaling, dt.datetime.now(dt.UTC))
+    resolved = _resolve(op, model)
+    if isinstance(resolved, Outcome):
+        return resolved
+    pool, policy = resolved
+    now = dt.datetime.now(dt.UTC)
+    try:
+        floor = floor_at(model.spec.scaling, now)
+        upcoming = next_change(model.spec.scaling, now)
+    except (ValueError, KeyError, LookupError) as exc:
+        return stalled("InvalidSchedule", f"A scaling schedule cannot be evaluated: {exc}")
     try:
         desired = model_objects(model, policy.spec if policy else None, pool, floor.min_replicas)
     except ValueError as exc:
-        return _blocked("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
+        return stalled("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
+    # The namespace holds the pool's isolation before any of the model's pods can exist.
+    isolation = isolation_objects(op, pool, model.metadata.namespace or "")
     deployment: dict[str, Any] | None = None
-    for obj in desired:
+    for obj in [*isolation, *desired]:
         try:
-            live = kube.apply(obj)
+            live = op.kube.apply(obj)
         except ApiError as exc:
-            return _blocked(
-                "ApplyFailed",
-                f"Applying {obj['kind']} {obj['metadata']['name']} failed: "
-                f"{exc.status} {exc.reason}: {_api_message(exc)}",
-            )
+            return _apply_failed(obj, exc)
         if obj["kind"] == "Deployment":
             deployment = live
-    # The stack always has one, and a Deployment is always read (its status is needed).
-    assert deployment is not None
+    assert deployment is not None  # the stack always has one
     outcome = replace(
-        rollout_outcome(deployment, floor.min_replicas),
-        floor=floor,
-        next_change=next_change(model.spec.scaling, dt.datetime.now(dt.UTC)),
+        rollout_outcome(deployment, floor.min_replicas), floor=floor, next_change=upcoming
     )
-    if outcome.ready.status != "True":
-        pods = kube.list(
+    replicas = (deployment.get("status") or {}).get("replicas", 0)
+    if outcome.ready.status != "True" and replicas:
+        pods = op.kube.list(
             "v1", "Pod", model.metadata.namespace, labels=f"{MODEL_LABEL}={model.metadata.name}"
         )
         reason = pod_problem(pods)
@@ -226,108 +269,117 @@ def pod_problem(pods: list[dict[str, Any]]) -> tuple[str, str] | None:
         for container in (status.get("initContainerStatuses") or []) + (
             status.get("containerStatuses") or []
         ):
-            waiting = (container.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") in (
+            waiting_state = (container.get("state") or {}).get("waiting") or {}
+            if waiting_state.get("reason") in (
                 "CrashLoopBackOff",
                 "ImagePullBackOff",
                 "ErrImagePull",
                 "CreateContainerConfigError",
                 "InvalidImageName",
             ):
-                return waiting["reason"], (
+                return waiting_state["reason"], (
                     f"Pod {pod['metadata']['name']} container {container.get('name')}: "
-                    f"{waiting.get('message', waiting['reason'])}"
+                    f"{waiting_state.get('message', waiting_state['reason'])}"
                 )
     return None
 
 
-def _api_message(exc: ApiError) -> str:
+def api_message(exc: ApiError) -> str:
     try:
         return str(json.loads(exc.body or "").get("message", exc.body))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, AttributeError):
         return str(exc.body)
 
 
 METRIC_FIELDS = ("queueDepth", "p95Latency", "averageBatchSize", "requestRate")
 
 
-def desired_status(
-    model: InferenceModel,
+def model_status(
+    model: InferenceModel | None,
     body: dict[str, Any],
     outcome: Outcome,
     metrics: tuple[dict[str, Any], Cond] | None = None,
 ) -> dict[str, Any]:
-    """The status to write (pure): conditions, replicas, endpoints, and the figures
-    from Prometheus (``metrics``; None keeps the figures already in status)."""
+    """The model's whole status (pure): conditions, replicas, endpoints, the warm pool,
+    and the figures from Prometheus (``metrics``; None keeps those already in status).
+    A model that cannot be served reports why, and nothing else."""
     live = body.get("status") or {}
-    generation = model.metadata.generation
     conditions = [outcome.ready, outcome.progressing, outcome.degraded]
-    figures: dict[str, Any] = {}
-    if metrics is not None:
-        figures = {key: metrics[0].get(key) for key in METRIC_FIELDS}  # None clears
-        conditions.append(metrics[1])
-    else:
-        figures = {key: live[key] for key in METRIC_FIELDS if key in live}
-        kept = condition(live, "MetricsAvailable")
-        if kept is not None:
-            conditions.append(
-                Cond("MetricsAvailable", kept["status"], kept["reason"], kept.get("message", ""))
-            )
-    status: dict[str, Any] = {
-        "observedGeneration": generation,
-        "conditions": merge_conditions(
-            live.get("conditions", []), conditions, generation, now_rfc3339()
-        ),
-        **figures,
-    }
-    if outcome.deployment is not None:
+    conditions += kstatus(outcome.ready, stalled=outcome.stalled, progressing=outcome.progressing)
+    fields: dict[str, Any] = {}
+    if outcome.deployment is not None and model is not None:
+        if metrics is not None:
+            fields.update({key: metrics[0].get(key) for key in METRIC_FIELDS})
+            conditions.append(metrics[1])
+        else:
+            fields.update({key: live.get(key) for key in METRIC_FIELDS})
+            kept = condition(live, "MetricsAvailable")
+            if kept is not None:
+                conditions.append(
+                    Cond(
+                        "MetricsAvailable", kept["status"], kept["reason"], kept.get("message", "")
+                    )
+                )
         dstatus = outcome.deployment.get("status") or {}
-        status["replicas"] = dstatus.get("replicas", 0)
-        status["readyReplicas"] = dstatus.get("readyReplicas", 0)
+        fields["replicas"] = dstatus.get("replicas", 0)
+        fields["readyReplicas"] = dstatus.get("readyReplicas", 0)
         host = f"{model.metadata.name}.{model.metadata.namespace}.svc"
-        status["endpoints"] = {"http": f"http://{host}:{HTTP_PORT}", "grpc": f"{host}:{GRPC_PORT}"}
+        fields["endpoints"] = {"http": f"http://{host}:{HTTP_PORT}", "grpc": f"{host}:{GRPC_PORT}"}
     if outcome.floor is not None:
-        status["warmPool"] = outcome.floor.min_replicas
-        status["openSchedules"] = list(outcome.floor.open_windows)
-    return status
+        fields["warmPool"] = outcome.floor.min_replicas
+        fields["openSchedules"] = list(outcome.floor.open_windows)
+    return assemble(body, conditions, **fields)
 
 
-def reconcile_model(
-    kube: Kube, body: dict[str, Any], metrics: tuple[dict[str, Any], Cond] | None = None
-) -> Outcome:
-    """One level-triggered pass over an InferenceModel. Safe to call at any time."""
-    live = body.get("status") or {}
+def reconcile_model(op: Operator, namespace: str, name: str) -> None:
+    """One level-triggered pass over an InferenceModel. Safe to call at any time.
+
+    Figures are read from Prometheus on the periodic pass (or the model's first), not on
+    every event: they change all the time, and writing them on every event would feed
+    the next event."""
+    refresh = op.take_refresh(namespace, name)
+    body = op.cache.get("InferenceModel", name, namespace) or op.kube.get(
+        API_VERSION, "InferenceModel", name, namespace
+    )
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        op.set_wakeup(namespace, name, None)
+        return
+    model: InferenceModel | None = None
     try:
         model = parse_object(InferenceModel, body)
-    except ValidationError as exc:
-        # Only an object stored under an older schema can get here.
-        outcome = _blocked("InvalidSpec", str(exc))
-        generation = (body.get("metadata") or {}).get("generation")
-        conditions = [outcome.ready, outcome.progressing, outcome.degraded]
-        new_status: dict[str, Any] = {
-            "conditions": merge_conditions(
-                live.get("conditions", []), conditions, generation, now_rfc3339()
-            )
-        }
+    except ValidationError as exc:  # only an object stored under an older schema
+        outcome = stalled("InvalidSpec", str(exc))
     else:
-        outcome = converge(kube, model)
-        new_status = desired_status(model, body, outcome, metrics)
-    if status_differs(live, new_status):
-        before = condition(live, "Ready")
-        kube.patch_status(body, new_status)
-        _announce(kube, body, before, outcome.ready)
-    return outcome
+        outcome = converge(op, model)
+    metrics = None
+    if outcome.deployment is not None:
+        if op.metrics is None:
+            metrics = metrics_status(None)
+        elif refresh or condition(body.get("status"), "MetricsAvailable") is None:
+            metrics = metrics_status(op.metrics.figures(namespace, name))
+    before = condition(body.get("status"), "Ready")
+    replicas_before = (body.get("status") or {}).get("replicas")
+    new = model_status(model, body, outcome, metrics)
+    if write_status(op.kube, op.cache, body, new):
+        _announce(op, body, before, outcome.ready)
+    op.set_wakeup(namespace, name, outcome.next_change)
+    if new.get("replicas") != replicas_before and model is not None:
+        # Its GPU use changed: the pool's usage, gathered over a burst of models.
+        op.request_pool(model.spec.pool, delay=POOL_GATHER_SECONDS)
 
 
-def _announce(kube: Kube, body: dict[str, Any], before: dict[str, Any] | None, ready: Cond) -> None:
-    """An Event when readiness changes, or its reason does."""
-    if (
-        before is not None
-        and before.get("status") == ready.status
-        and before.get("reason") == ready.reason
+def _announce(
+    op: Operator, body: dict[str, Any], before: dict[str, Any] | None, ready: Cond
+) -> None:
+    """An Event when readiness changes (not for a new model that is just starting)."""
+    if before is None and ready.reason == "NoReplicasAvailable":
+        return
+    if before is not None and (before.get("status"), before.get("reason")) == (
+        ready.status,
+        ready.reason,
     ):
         return
     type_ = (
         "Normal" if ready.status == "True" or ready.reason == "NoReplicasAvailable" else "Warning"
     )
-    kube.event(body, type_, ready.reason, ready.message)
+    op.kube.event(body, type_, ready.reason, ready.message)

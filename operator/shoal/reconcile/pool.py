@@ -1,21 +1,31 @@
-"""Reconciling a TenantPool: its PriorityClass, a quota and network policies in every
-tenant namespace it admits (removed from namespaces it no longer admits), and a
-summary of its models in status."""
+"""Reconciling a TenantPool: its PriorityClass; a quota and network policies in every
+tenant namespace it admits; what stays in a namespace it no longer admits; the
+finalizer that holds its deletion while models use it; and its status.
+
+Isolation first: a namespace that stops being admitted keeps the pool's default-deny
+policy for as long as the pool's pods still run there, so a model is never left
+reachable on every port.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from shoal.api.admission import admits
 from shoal.api.common import parse_object
+from shoal.api.constants import POOL_FINALIZER, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
-from shoal.kube.client import ApiError, Kube
-from shoal.reconcile.conditions import Cond, observed_status, status_differs
+from shoal.cache import key_of
+from shoal.kube.client import ApiError
+from shoal.reconcile.conditions import Cond
+from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.desired import pool_objects
-from shoal.render.names import POOL_LABEL
 from shoal.render.tenancy import tenant_objects
+from shoal.state import Operator
 
-TENANT_KINDS = (("v1", "ResourceQuota"), ("networking.k8s.io/v1", "NetworkPolicy"))
+TENANT_KINDS = {"ResourceQuota": "v1", "NetworkPolicy": "networking.k8s.io/v1"}
 
 
 def pool_usage(models: list[dict[str, Any]]) -> dict[str, int]:
@@ -41,43 +51,128 @@ def admitted_namespaces(pool: TenantPool, namespaces: list[dict[str, Any]]) -> l
     return sorted(out)
 
 
-def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
-    meta = obj["metadata"]
-    return (obj["kind"], meta.get("namespace") or "", meta["name"])
+def isolation_objects(op: Operator, pool: TenantPool, namespace: str) -> list[dict[str, Any]]:
+    """The quota and network policies ``pool`` puts into a tenant namespace."""
+    return tenant_objects(pool, namespace)
 
 
-def reconcile_pool(
-    kube: Kube,
-    body: dict[str, Any],
-    models: list[dict[str, Any]],
-    namespaces: list[dict[str, Any]],
-) -> None:
-    pool = parse_object(TenantPool, body)
-    admitted = admitted_namespaces(pool, namespaces)
-    desired = pool_objects(pool) + [o for ns in admitted for o in tenant_objects(pool, ns)]
+def withdrawn_objects(pool: TenantPool, namespace: str) -> list[dict[str, Any]]:
+    """What stays in a namespace the pool no longer admits while its pods run there:
+    the default-deny policy, so they are reachable by nobody and reach nothing."""
+    return [
+        o
+        for o in tenant_objects(pool, namespace)
+        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"].endswith("-default-deny")
+    ]
+
+
+def _pool_pods_run_in(op: Operator, pool: str, namespace: str) -> bool:
+    return bool(op.kube.list("v1", "Pod", namespace, labels=f"{POOL_LABEL}={pool}"))
+
+
+def _spec_changed(body: dict[str, Any] | None) -> bool:
+    """Gone, going, or its spec changed since the operator last handled it: the models
+    that depend on it need a pass too. A status write alone does not count, or every
+    pool usage update would re-check all of the pool's models."""
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return True
+    observed = (body.get("status") or {}).get("observedGeneration")
+    return bool(observed != body["metadata"].get("generation"))
+
+
+def _hold(op: Operator, body: dict[str, Any], models: list[dict[str, Any]]) -> dict[str, Any]:
+    """Keep Shoal's finalizer on the pool exactly while models use it; returns the pool
+    as it stands afterwards."""
+    finalizers = list(body["metadata"].get("finalizers") or [])
+    held = POOL_FINALIZER in finalizers
+    if bool(models) == held:
+        return body
+    others = [f for f in finalizers if f != POOL_FINALIZER]
+    written = op.kube.set_finalizers(body, [*others, POOL_FINALIZER] if models else others)
+    op.cache.put("TenantPool", written)
+    return op.cache.get("TenantPool", body["metadata"]["name"]) or body
+
+
+def _report_blocked(op: Operator, body: dict[str, Any], models: list[dict[str, Any]]) -> None:
+    users = sorted(f"{m['metadata']['namespace']}/{m['metadata']['name']}" for m in models)
+    message = (
+        f"Deletion waits until no InferenceModel uses the pool; {len(users)} still "
+        f"do: {', '.join(users[:10])}."
+    )
+    ready = Cond("Ready", "False", "DeletionBlocked", message)
+    status = assemble(body, [ready, *kstatus(ready, stalled=False)], **pool_usage(models))
+    if write_status(op.kube, op.cache, body, status):
+        op.kube.event(body, "Warning", "DeletionBlocked", message)
+
+
+def _converge(op: Operator, pool: TenantPool, admitted: list[str]) -> None:
+    """Apply the pool's objects; remove those of namespaces it no longer admits, but
+    the default-deny while the pool's pods still run there."""
+    name = pool.metadata.name
+    desired = pool_objects(pool) + [o for ns in admitted for o in isolation_objects(op, pool, ns)]
+    for obj in desired:
+        op.kube.apply(obj)
+    wanted = {key_of(o["kind"], o) for o in desired}
+    kept: set[tuple[str, str, str]] = set()
+    for live in op.cache.in_pool(name, TENANT_KINDS):
+        key = key_of(live["kind"], live)
+        namespace = key[1]
+        if key in wanted or key in kept:
+            continue
+        if namespace not in admitted and _pool_pods_run_in(op, name, namespace):
+            remaining = withdrawn_objects(pool, namespace)
+            kept |= {key_of(o["kind"], o) for o in remaining}
+            for obj in remaining:
+                op.kube.apply(obj)
+            if key in kept:
+                continue
+        op.kube.delete({**live, "apiVersion": TENANT_KINDS[live["kind"]]})
+
+
+def reconcile_pool(op: Operator, name: str) -> None:
+    """One level-triggered pass over a TenantPool. Safe to call at any time."""
+    body = op.cache.get("TenantPool", name)
+    models = op.cache.in_pool(name, ["InferenceModel"])
+    if _spec_changed(body):  # its models re-place, re-check quotas, or report it gone
+        for model in models:
+            meta = model["metadata"]
+            op.request_model(meta["namespace"], meta["name"])
+    if body is None:
+        return
+    if body["metadata"].get("deletionTimestamp"):
+        if models:
+            _report_blocked(op, body, models)
+        else:
+            _hold(op, body, models)
+        return
+    body = _hold(op, body, models)
     try:
-        for obj in desired:
-            kube.apply(obj)
-        wanted = {_key(o) for o in desired}
-        for api_version, kind in TENANT_KINDS:
-            for live in kube.list(api_version, kind, labels=f"{POOL_LABEL}={pool.metadata.name}"):
-                live = {**live, "apiVersion": api_version, "kind": kind}
-                if _key(live) not in wanted:
-                    kube.delete(live)
+        pool = parse_object(TenantPool, body)
+    except ValidationError as exc:  # only an object stored under an older schema
+        ready = Cond("Ready", "False", "InvalidSpec", str(exc))
+        write_status(
+            op.kube, op.cache, body, assemble(body, [ready, *kstatus(ready, stalled=True)])
+        )
+        return
+    admitted = [ns for ns in admitted_namespaces(pool, op.cache.all("Namespace")) if op.watches(ns)]
+    try:
+        _converge(op, pool, admitted)
         ready = Cond(
             "Ready",
             "True",
             "Accepted",
             f"Admits {len(admitted)} namespace(s); quotas and network policies are applied.",
         )
+        stuck = False
     except ApiError as exc:
+        if exc.status not in (400, 403, 404, 422):
+            raise  # transient: retried with backoff
         ready = Cond("Ready", "False", "ApplyFailed", f"{exc.status} {exc.reason}: {exc.body}")
-    status = observed_status(body, [ready], admittedNamespaces=admitted, **pool_usage(models))
-    if status_differs(body.get("status"), status):
-        kube.patch_status(body, status)
-
-
-def models_of_pool(kube: Kube, pool_name: str) -> list[dict[str, Any]]:
-    """The pool's InferenceModels, in every namespace (``spec.pool`` is a selectable
-    field of the CRD, so the API server sends only those)."""
-    return kube.list("shoal.dev/v1alpha1", "InferenceModel", fields=f"spec.pool={pool_name}")
+        stuck = True
+    status = assemble(
+        body,
+        [ready, *kstatus(ready, stalled=stuck)],
+        admittedNamespaces=admitted,
+        **pool_usage(models),
+    )
+    write_status(op.kube, op.cache, body, status)

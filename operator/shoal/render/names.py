@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from shoal.api.constants import API_VERSION, MANAGED_BY, MANAGED_BY_LABEL, MODEL_LABEL, POOL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 
-MANAGED_BY = "shoal"
-MODEL_LABEL = "shoal.dev/model"
-POOL_LABEL = "shoal.dev/pool"
+__all__ = ["MANAGED_BY", "MODEL_LABEL", "POOL_LABEL"]
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 
 
@@ -28,7 +27,7 @@ def model_labels(model: InferenceModel) -> dict[str, str]:
         "app.kubernetes.io/name": "triton",
         "app.kubernetes.io/instance": model.metadata.name,
         "app.kubernetes.io/component": "inference-server",
-        "app.kubernetes.io/managed-by": MANAGED_BY,
+        MANAGED_BY_LABEL: MANAGED_BY,
         MODEL_LABEL: model.metadata.name,
         POOL_LABEL: model.spec.pool,
     }
@@ -41,7 +40,7 @@ def owner_references(kind: str, name: str, uid: str | None) -> list[dict[str, ob
         return []
     return [
         {
-            "apiVersion": "shoal.dev/v1alpha1",
+            "apiVersion": API_VERSION,
             "kind": kind,
             "name": name,
             "uid": uid,

@@ -1,0 +1,26 @@
+"""Names the API defines, one constant each: the group and version of the custom
+resources, the field manager of every write, and the label on every object Shoal
+creates."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "shoal.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+# The field manager of every server-side apply and status write; GitOps tools see this
+# name as the owner of the fields Shoal sets.
+FIELD_MANAGER: Final = "shoal-operator"
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "shoal"
+MODEL_LABEL: Final = f"{GROUP}/model"
+POOL_LABEL: Final = f"{GROUP}/pool"
+
+# Shoal's own finalizer: a TenantPool is held while models still use it.
+POOL_FINALIZER: Final = f"{GROUP}/pool-in-use"
+# On every child: the digest of what Shoal last applied, so a pass can tell a field it
+# stopped sending (which must go) from one the server added (which stays).
+APPLIED_ANNOTATION: Final = f"{GROUP}/applied"

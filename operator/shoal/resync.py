@@ -1,0 +1,64 @@
+"""The periodic, level-triggered backstop, and the liveness check of the watches.
+
+Every ``resync_seconds`` every custom resource the operator serves is listed (metadata
+only, in the watched namespaces alone), whatever the cache missed is repaired (an object
+whose event never came is read; one whose deletion never came is dropped), and every
+object gets a pass. Models also read fresh figures from Prometheus on that pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.api.constants import API_VERSION
+from shoal.state import Operator
+
+NAMESPACED = {"InferenceModel": True, "BatchPolicy": True, "TenantPool": False}
+
+
+def listed(op: Operator, kind: str) -> list[dict[str, Any]]:
+    """Metadata of every object of ``kind`` the operator serves: those of the watched
+    namespaces only, when it watches some."""
+    if not NAMESPACED[kind] or not op.settings.namespaces:
+        return op.kube.list_metadata(API_VERSION, kind)
+    out: list[dict[str, Any]] = []
+    for namespace in op.settings.namespaces:
+        out += op.kube.list_metadata(API_VERSION, kind, namespace)
+    return out
+
+
+def _repair(op: Operator, kind: str, items: list[dict[str, Any]]) -> None:
+    """Make the cache agree with the listing."""
+    present = set()
+    for item in items:
+        meta = item["metadata"]
+        namespace, name = meta.get("namespace") or "", meta["name"]
+        present.add((namespace, name))
+        cached = op.cache.get(kind, name, namespace)
+        if cached is None or cached["metadata"].get("resourceVersion") != meta.get(
+            "resourceVersion"
+        ):
+            body = op.kube.get(API_VERSION, kind, name, namespace or None)
+            if body is not None:
+                op.cache.put(kind, body)
+    for cached in op.cache.all(kind):
+        meta = cached["metadata"]
+        namespace = meta.get("namespace") or ""
+        served = not NAMESPACED[kind] or op.watches(namespace)
+        if (namespace, meta["name"]) not in present and served:
+            op.cache.drop(kind, cached)
+
+
+def resync_all(op: Operator) -> None:
+    """Request a pass over every object (the periodic backstop)."""
+    for kind in ("TenantPool", "BatchPolicy", "InferenceModel"):
+        items = listed(op, kind)
+        _repair(op, kind, items)
+        for item in items:
+            meta = item["metadata"]
+            if kind == "TenantPool":
+                op.request_pool(meta["name"])
+            elif kind == "BatchPolicy":
+                op.request_policy(meta["namespace"], meta["name"])
+            else:
+                op.request_model(meta["namespace"], meta["name"], refresh_metrics=True)
