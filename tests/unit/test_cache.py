@@ -70,7 +70,8 @@ def test_an_older_copy_changes_nothing() -> None:
     cache.put("HorizontalPodAutoscaler", hpa(rv="5", target=9))
     assert not cache.put("HorizontalPodAutoscaler", hpa(rv="4", target=8))
     kept = cache.get("HorizontalPodAutoscaler", "m", "ns")
-    assert kept is not None and kept["metadata"]["resourceVersion"] == "5"
+    assert kept is not None
+    assert kept["metadata"]["resourceVersion"] == "5"
 
 
 def test_a_models_own_status_write_does_not_count_but_its_deletion_does() -> None:
@@ -153,7 +154,8 @@ def test_a_vouched_deployment_comes_with_its_rollout_from_the_watch() -> None:
     verified.record(digest(wanted), deployment())
     cache.put("Deployment", deployment(available=1, ready=1, rv="2"))
     seen = verified.vouch(wanted, digest(wanted))
-    assert seen is not None and seen["status"]["availableReplicas"] == 1
+    assert seen is not None
+    assert seen["status"]["availableReplicas"] == 1
 
 
 def test_absence_is_vouched_only_once_the_cache_is_filled() -> None:
