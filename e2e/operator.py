@@ -29,12 +29,18 @@ class OperatorProcess:
 
 @contextmanager
 def running_operator(
-    kubeconfig: Path, log: Path, *, resync_seconds: float = RESYNC_SECONDS
+    kubeconfig: Path,
+    log: Path,
+    *,
+    resync_seconds: float = RESYNC_SECONDS,
+    env: dict[str, str] | None = None,
 ) -> Iterator[OperatorProcess]:
-    """``shoal run`` as a subprocess, healthy before the block starts; stopped after."""
+    """``shoal run`` as a subprocess, healthy before the block starts; stopped after.
+    ``env`` adds settings (``SHOAL_*``)."""
     port, metrics_port = free_port(), free_port()
     env = dict(
         os.environ,
+        **(env or {}),
         KUBECONFIG=str(kubeconfig),
         SHOAL_RESYNC_SECONDS=f"{resync_seconds:g}",
         SHOAL_LIVENESS_ENDPOINT=f"http://127.0.0.1:{port}/healthz",

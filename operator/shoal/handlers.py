@@ -25,7 +25,7 @@ from shoal import __version__
 from shoal.api.constants import API_VERSION, GROUP, MANAGED_BY, MANAGED_BY_LABEL, VERSION
 from shoal.resync import listed, resync_all
 from shoal.state import Operator
-from shoal.telemetry import MANAGED, STALE_WATCH, stale_keys
+from shoal.telemetry import STALE_WATCH, stale_keys
 
 MANAGED_LABELS = {MANAGED_BY_LABEL: MANAGED_BY}
 # (group, version, plural, kind, labels) of every kind the operator watches.
@@ -181,7 +181,6 @@ def watch_freshness(memo: Any, **kwargs: Any) -> int:
     behind = stale_keys(listing, watched, op.watch_lag)
     late = {key: age for key, age in behind.items() if age > op.settings.watch_stale_seconds}
     STALE_WATCH.set(len(late))
-    MANAGED.labels("InferenceModel").set(len(listing))
     if late:
         raise kopf.PermanentError(f"the watch missed {len(late)} model update(s): {sorted(late)}")
     return len(listing)

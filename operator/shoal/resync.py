@@ -12,6 +12,7 @@ from typing import Any
 
 from shoal.api.constants import API_VERSION
 from shoal.state import Operator
+from shoal.telemetry import MANAGED, RESYNCS
 
 NAMESPACED = {"InferenceModel": True, "BatchPolicy": True, "TenantPool": False}
 
@@ -53,6 +54,7 @@ def resync_all(op: Operator) -> None:
     """Request a pass over every object (the periodic backstop)."""
     for kind in ("TenantPool", "BatchPolicy", "InferenceModel"):
         items = listed(op, kind)
+        MANAGED.labels(kind).set(len(items))
         _repair(op, kind, items)
         for item in items:
             meta = item["metadata"]
@@ -62,3 +64,4 @@ def resync_all(op: Operator) -> None:
                 op.request_policy(meta["namespace"], meta["name"])
             else:
                 op.request_model(meta["namespace"], meta["name"], refresh_metrics=True)
+    RESYNCS.inc()

@@ -18,6 +18,7 @@ from shoal.kube.client import Kube
 from shoal.kube.verified import Verified
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
+from shoal.telemetry import QUEUE_DEPTH
 from shoal.workqueue import WorkQueue
 
 # A pool's usage changes with every replica of every model it holds; its re-check waits
@@ -52,6 +53,8 @@ class Operator:
         self.queue = WorkQueue(
             lambda key: handle(self, key), self.settings.workers, name="reconcile"
         )
+        queue = self.queue
+        QUEUE_DEPTH.set_function(lambda: len(queue))
 
     def start(self) -> None:
         """The cache holds every watched object: start running passes."""

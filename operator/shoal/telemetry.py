@@ -23,6 +23,9 @@ RETRIES = Counter(
     ["kind"],
 )
 WRITES = Counter("shoal_api_writes_total", "Writes sent to the API server, by kind.", ["kind"])
+RESYNCS = Counter(
+    "shoal_resyncs_total", "Periodic resync rounds: every served object was requested a pass."
+)
 QUEUE_DEPTH = Gauge("shoal_workqueue_depth", "Objects waiting for a reconcile pass.")
 MANAGED = Gauge("shoal_managed_objects", "Custom resources the operator manages.", ["kind"])
 STALE_WATCH = Gauge(

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from e2e.operator import RESYNC_SECONDS, OperatorProcess
+from e2e.operator import OperatorProcess
 from kubernetes import client
 
+from tests.support.passes import wait_for_passes
 from tests.support.shoal_objects import Shoal, inference_model, wait_ready
 from tests.support.wait import wait_for
 
@@ -41,7 +41,9 @@ def test_applying_the_same_yaml_twice_changes_nothing(
     kubectl(*apply)
     shoal = Shoal(api)
     wait_ready(shoal, "team-search", "search-ranker", timeout=120)
-    time.sleep(RESYNC_SECONDS * 2)  # several operator passes
+    wait_for_passes(
+        operator.metrics_url, rounds=2, kinds=("InferenceModel", "TenantPool", "BatchPolicy")
+    )
 
     docs = [
         d

@@ -10,10 +10,11 @@ import time
 import uuid
 from typing import Any
 
-from e2e.operator import RESYNC_SECONDS, OperatorProcess
+from e2e.operator import OperatorProcess
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.support.passes import wait_for_passes
 from tests.support.shoal_objects import (
     Shoal,
     batch_policy,
@@ -187,11 +188,11 @@ def test_a_no_op_resync_writes_nothing(
     with shoal.pool([namespace]) as pool:
         shoal.create(inference_model("steady", pool), namespace)
         wait_ready(shoal, namespace, "steady")
-        time.sleep(RESYNC_SECONDS * 2)  # let the rollout's last events settle
+        wait_for_passes(operator.metrics_url, rounds=2)  # the rollout's last events settle
         before_model = shoal.get("InferenceModel", "steady", namespace)["metadata"]
         before = _our_write_times(api, namespace, "steady")
         assert all(before.values()), before
-        time.sleep(RESYNC_SECONDS * 4)  # several periodic re-checks
+        wait_for_passes(operator.metrics_url, rounds=3)
         after_model = shoal.get("InferenceModel", "steady", namespace)["metadata"]
         assert after_model["resourceVersion"] == before_model["resourceVersion"]
         assert _our_write_times(api, namespace, "steady") == before

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 from e2e.operator import RESYNC_SECONDS, OperatorProcess
 from kubernetes import client
 
+from tests.support.passes import wait_for_passes
 from tests.support.shoal_objects import Shoal, inference_model, wait_ready
 from tests.support.wait import wait_for
 
@@ -78,7 +77,7 @@ def test_a_converged_operator_writes_nothing(
             interval=2 * RESYNC_SECONDS,
         )
         before = _writes(operator.metrics_url)
-        time.sleep(3 * RESYNC_SECONDS)  # three resync passes over everything
+        wait_for_passes(operator.metrics_url, rounds=3)
         after = _writes(operator.metrics_url)
     changed = {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k)}
     assert not changed, f"writes during resync passes over converged objects: {changed}"
