@@ -130,17 +130,20 @@ class Cache:
         self._by_kind: dict[str, set[Key]] = defaultdict(set)
 
     # ------------------------------------------------------------------ writes
-    def put(self, kind: str, body: dict[str, Any]) -> bool:
+    def put(self, kind: str, body: dict[str, Any], *, partial: bool = False) -> bool:
         """Keep ``body``; True when what a pass depends on changed (or it is new).
 
         An older copy than the one kept (a write's reply that lost the race with the
-        watch, or the reverse) changes nothing."""
+        watch, or the reverse) changes nothing. A ``partial`` body (metadata only, from
+        a listing) is kept only for an object not seen yet."""
         key = key_of(kind, body)
         content = content_digest(body)
         new = Entry(projection(kind, body), content, signature(kind, body, content))
         version = (body.get("metadata") or {}).get("resourceVersion")
         with self._lock:
             old = self._entries.get(key)
+            if partial and old is not None:
+                return False
             if old is not None and not _newer(version, old.body["metadata"].get("resourceVersion")):
                 return False
             if old is not None:

@@ -28,6 +28,7 @@ from shoal.state import Operator
 from shoal.telemetry import STALE_WATCH, stale_keys
 
 MANAGED_LABELS = {MANAGED_BY_LABEL: MANAGED_BY}
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # (group, version, plural, kind, labels) of every kind the operator watches.
 CUSTOM = (
     (GROUP, VERSION, "inferencemodels", "InferenceModel", None),
@@ -80,8 +81,19 @@ def route(op: Operator, kind: str, body: dict[str, Any], *, deleted: bool = Fals
                 op.request_pool(ref["name"])
 
 
-def _register(group: str, version: str, plural: str, kind: str, labels: Any) -> None:
-    def index(body: kopf.Body, memo: Any, **_: Any) -> dict[tuple[str, str], str]:
+def _deleted(type: str | None, **_: Any) -> bool:
+    return type == "DELETED"
+
+
+def _register(
+    group: str, version: str, plural: str, kind: str, labels: Any, *, indexed: bool
+) -> None:
+    """The custom kinds and Namespaces are indexed, so the cache holds all of them before
+    any pass runs; children are only watched (indexing them too would make kopf hold
+    every new child's events until all others are indexed, a cost that grows with the
+    square of a burst), and the cache lists them once when it opens (see ``synced``)."""
+
+    async def index(body: kopf.Body, memo: Any, **_: Any) -> dict[tuple[str, str], str]:
         op = state(memo)
         raw = dict(body)
         if op.cache.put(kind, raw):
@@ -91,34 +103,54 @@ def _register(group: str, version: str, plural: str, kind: str, labels: Any) -> 
         where = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
         return {where: str(meta.get("resourceVersion") or "")}
 
-    def gone(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
-        if type != "DELETED":
-            return
+    async def event(type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
         op = state(memo)
         raw = dict(body)
-        op.cache.drop(kind, raw)
-        op.verified.forget(kind, raw)
-        route(op, kind, raw, deleted=True)
+        if type == "DELETED":
+            op.cache.drop(kind, raw)
+            op.verified.forget(kind, raw)
+            route(op, kind, raw, deleted=True)
+        elif not indexed and op.cache.put(kind, raw):
+            route(op, kind, raw)
 
-    # The index is named after the id: handlers receive it as a keyword argument.
-    kopf.index(group, version, plural, labels=labels, id=f"index_{plural}")(index)
-    kopf.on.event(group, version, plural, labels=labels, id=f"gone-{plural}")(gone)
+    if indexed:
+        # The index is named after the id: handlers receive it as a keyword argument.
+        kopf.index(group, version, plural, id=f"index_{plural}")(index)
+        # kopf does not index deletions: they reach the cache here.
+        kopf.on.event(group, version, plural, id=f"gone_{plural}", when=_deleted)(event)
+    else:
+        kopf.on.event(group, version, plural, labels=labels, id=f"event_{plural}")(event)
 
 
-for _entry in CUSTOM + CHILDREN:
-    _register(*_entry)
+for _group, _version, _plural, _kind, _labels in CUSTOM:
+    _register(_group, _version, _plural, _kind, _labels, indexed=True)
+for _group, _version, _plural, _kind, _labels in CHILDREN:
+    _register(_group, _version, _plural, _kind, _labels, indexed=False)
 
 
 @kopf.on.event("", "v1", "namespaces", id="synced")
 async def synced(memo: Any, **_: Any) -> None:
-    """kopf runs ordinary handlers only once every watched kind has been listed and
-    indexed: the first one to run opens the work queue."""
+    """kopf runs ordinary handlers only once every indexed kind has been listed: the
+    first one to run lists the children Shoal made (metadata only) into the cache, then
+    opens the work queue."""
     op = state(memo)
-    if not op.synced.is_set():
+    if op.opening.acquire(blocking=False):  # once: the memo is copied per object
+        await asyncio.get_running_loop().run_in_executor(None, _list_children, op)
         op.start()
         logging.getLogger(__name__).info(
             "cache filled: %d models", len(op.cache.all("InferenceModel"))
         )
+
+
+def _list_children(op: Operator) -> None:
+    for group, version, _plural, kind, _labels in CHILDREN:
+        api_version = f"{group}/{version}" if group else version
+        scopes: list[str | None] = [None]
+        if op.settings.namespaces and kind != "PriorityClass":
+            scopes = list(op.settings.namespaces)
+        for namespace in scopes:
+            for item in op.kube.list_metadata(api_version, kind, namespace, MANAGED_SELECTOR):
+                op.cache.put(kind, {**item, "kind": kind}, partial=True)
 
 
 @kopf.on.startup()

@@ -8,6 +8,8 @@ look drifted, and no finalizer of kopf's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from typing import Any
 
 import kopf
 
@@ -20,6 +22,23 @@ from shoal.settings import Settings
 from shoal.state import Operator
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf keeps a "last handled" copy of an object for its change handlers, and builds
+    one (a deep copy of the whole object) on every event. Shoal has no change handlers:
+    nothing is built, nothing is stored on the objects."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def operator_settings(config: Settings) -> kopf.OperatorSettings:
     """The kopf settings Shoal runs with (pure: builds and returns an object)."""
     settings = kopf.OperatorSettings()
@@ -29,6 +48,7 @@ def operator_settings(config: Settings) -> kopf.OperatorSettings:
     settings.watching.client_timeout = config.watch_client_timeout
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.INFO
+    settings.persistence.diffbase_storage = NoDiffBase()
     # One active replica (Recreate strategy); no peering objects to install or clean.
     settings.peering.standalone = True
     return settings
@@ -41,7 +61,8 @@ def build(config: Settings) -> Operator:
     reader = MetricsReader(config.prometheus_url) if config.prometheus_url else None
     op = Operator(
         settings=config,
-        kube=Kube(load_api_client(), known=verified),
+        # The workers, the resync and the probes: one connection each.
+        kube=Kube(load_api_client(connections=config.workers + 4), known=verified),
         cache=cache,
         verified=verified,
         metrics=reader,
@@ -55,6 +76,9 @@ def run(config: Settings) -> None:
     import shoal.handlers  # noqa: F401  - registers the handlers with kopf
 
     kopf.configure(verbose=config.verbose, log_prefix=True)
+    if not config.verbose:
+        # kopf says "Handler ... succeeded" for every event of every watched object.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     kopf.run(
         settings=operator_settings(config),
         standalone=True,

@@ -45,6 +45,13 @@ class Operator:
     # Models the API server lists at a version the watch has not delivered, and since
     # when (the liveness check of the watches).
     watch_lag: dict[tuple[str, str], float] = field(default_factory=dict, init=False)
+    # One lock per (pool, namespace): a pool's pass and its models' passes apply the
+    # same isolation objects, and must not both create them.
+    _isolation_locks: dict[tuple[str, str], threading.Lock] = field(
+        default_factory=dict, init=False
+    )
+    # Taken by whoever lists the children into the cache and opens the queue (once).
+    opening: threading.Lock = field(default_factory=threading.Lock, init=False)
     # Set once the watches have listed every object: passes may run.
     synced: threading.Event = field(default_factory=threading.Event, init=False)
 
@@ -94,6 +101,10 @@ class Operator:
     def request_all_pools(self) -> None:
         for pool in self.cache.all("TenantPool"):
             self.request_pool(pool["metadata"]["name"])
+
+    def isolation_lock(self, pool: str, namespace: str) -> threading.Lock:
+        with self._guard:
+            return self._isolation_locks.setdefault((pool, namespace), threading.Lock())
 
     # ------------------------------------------------------------------ pass notes
     def take_refresh(self, namespace: str, name: str) -> bool:

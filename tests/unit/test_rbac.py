@@ -35,12 +35,14 @@ def test_no_secrets_and_no_escalation_verbs() -> None:
 
 
 def test_custom_resources_are_never_created_or_deleted_by_the_operator() -> None:
-    """GitOps owns them: the operator patches status (and kopf a pool's finalizer)."""
+    """GitOps owns them: the operator patches status (and its own finalizer on a pool)."""
     for rule in rules():
         if rule["apiGroups"] == ["shoal.dev"]:
             assert not {"create", "update", "delete"} & set(rule["verbs"]), rule
 
 
-def test_deletes_only_what_a_pool_releases() -> None:
+def test_deletes_only_what_a_pool_releases_or_must_replace() -> None:
+    """Quotas and policies of namespaces a pool releases; a pool's PriorityClass when its
+    value changes (the API server refuses that in place)."""
     deletable = {r for rule in rules() if "delete" in rule["verbs"] for r in rule["resources"]}
-    assert deletable == {"resourcequotas", "networkpolicies"}
+    assert deletable == {"resourcequotas", "networkpolicies", "priorityclasses"}

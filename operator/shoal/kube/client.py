@@ -23,6 +23,14 @@ from shoal.telemetry import WRITES
 ApiError = ApiException
 
 
+def api_message(exc: ApiException) -> str:
+    """What the API server said, from the Status in a failed reply's body."""
+    try:
+        return str(json.loads(exc.body or "").get("message", exc.body))
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.body)
+
+
 class KnownState(Protocol):
     """What the watches vouch for (shoal.kube.verified.Verified)."""
 
@@ -33,16 +41,19 @@ class KnownState(Protocol):
     def absent(self, desired: dict[str, Any]) -> bool: ...
 
 
-def load_api_client(kubeconfig: str | None = None) -> client.ApiClient:
-    """In-cluster credentials when running in a pod, else the kubeconfig."""
+def load_api_client(kubeconfig: str | None = None, connections: int = 10) -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else the kubeconfig. ``connections``
+    bounds the kept-alive connections: one per concurrent caller, or each excess call
+    pays a new TLS handshake."""
+    configuration = client.Configuration()
     try:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
-        return client.ApiClient()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
         )
-        return api
+    configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration)
 
 
 class Kube:
@@ -104,14 +115,17 @@ class Kube:
             raise
 
     def list_metadata(
-        self, api_version: str, kind: str, namespace: str | None = None
+        self, api_version: str, kind: str, namespace: str | None = None, labels: str = ""
     ) -> list[dict[str, Any]]:
         """Only the objects' metadata (PartialObjectMetadataList): what a caller needing
         names and versions reads, at a fraction of the bytes and memory of the objects."""
+        query = [self.CACHED]
+        if labels:
+            query.append(("labelSelector", labels))
         result = self._call(
             "GET",
             collection_path(api_version, kind, namespace),
-            query=[self.CACHED],
+            query=query,
             accept="application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
         )
         items: list[dict[str, Any]] = result.get("items") or []  # null when empty
@@ -169,6 +183,19 @@ class Kube:
         self._count(desired["kind"])
         self._record(wanted, applied)
         return applied
+
+    def preview(self, desired: dict[str, Any]) -> dict[str, Any]:
+        """What the child would be if Shoal applied ``desired`` now (a server-side dry
+        run: nothing is written). Equal to the live child exactly when it has converged,
+        removed fields included."""
+        result: dict[str, Any] = self._call(
+            "PATCH",
+            path_of(desired),
+            body=stamped(desired),
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true"), ("dryRun", "All")],
+            content_type="application/apply-patch+yaml",
+        )
+        return result
 
     def _get_object(self, desired: dict[str, Any]) -> dict[str, Any] | None:
         meta = desired["metadata"]

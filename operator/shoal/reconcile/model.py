@@ -9,7 +9,6 @@ with the spec or its surroundings never raises: it becomes the status.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,7 +21,7 @@ from shoal.api.common import parse_object
 from shoal.api.constants import API_VERSION, MODEL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
-from shoal.kube.client import ApiError
+from shoal.kube.client import ApiError, api_message
 from shoal.metrics.status import metrics_status
 from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.pool import isolation_objects
@@ -235,9 +234,15 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
     except ValueError as exc:
         return stalled("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
     # The namespace holds the pool's isolation before any of the model's pods can exist.
-    isolation = isolation_objects(op, pool, model.metadata.namespace or "")
+    namespace = model.metadata.namespace or ""
+    with op.isolation_lock(pool.metadata.name, namespace):
+        for obj in isolation_objects(op, pool, namespace):
+            try:
+                op.kube.apply(obj)
+            except ApiError as exc:
+                return _apply_failed(obj, exc)
     deployment: dict[str, Any] | None = None
-    for obj in [*isolation, *desired]:
+    for obj in desired:
         try:
             live = op.kube.apply(obj)
         except ApiError as exc:
@@ -282,13 +287,6 @@ def pod_problem(pods: list[dict[str, Any]]) -> tuple[str, str] | None:
                     f"{waiting_state.get('message', waiting_state['reason'])}"
                 )
     return None
-
-
-def api_message(exc: ApiError) -> str:
-    try:
-        return str(json.loads(exc.body or "").get("message", exc.body))
-    except (TypeError, ValueError, AttributeError):
-        return str(exc.body)
 
 
 METRIC_FIELDS = ("queueDepth", "p95Latency", "averageBatchSize", "requestRate")

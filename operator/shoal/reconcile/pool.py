@@ -18,7 +18,7 @@ from shoal.api.common import parse_object
 from shoal.api.constants import POOL_FINALIZER, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
-from shoal.kube.client import ApiError
+from shoal.kube.client import ApiError, api_message
 from shoal.reconcile.conditions import Cond
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.desired import pool_objects
@@ -109,9 +109,14 @@ def _converge(op: Operator, pool: TenantPool, admitted: list[str]) -> None:
     """Apply the pool's objects; remove those of namespaces it no longer admits, but
     the default-deny while the pool's pods still run there."""
     name = pool.metadata.name
-    desired = pool_objects(pool) + [o for ns in admitted for o in isolation_objects(op, pool, ns)]
-    for obj in desired:
-        op.kube.apply(obj)
+    for obj in pool_objects(pool):
+        _apply_priority_class(op, obj)
+    desired = []
+    for namespace in admitted:
+        with op.isolation_lock(name, namespace):
+            for obj in isolation_objects(op, pool, namespace):
+                op.kube.apply(obj)
+                desired.append(obj)
     wanted = {key_of(o["kind"], o) for o in desired}
     kept: set[tuple[str, str, str]] = set()
     for live in op.cache.in_pool(name, TENANT_KINDS):
@@ -127,6 +132,21 @@ def _converge(op: Operator, pool: TenantPool, admitted: list[str]) -> None:
             if key in kept:
                 continue
         op.kube.delete({**live, "apiVersion": TENANT_KINDS[live["kind"]]})
+
+
+def _apply_priority_class(op: Operator, obj: dict[str, Any]) -> None:
+    """A PriorityClass's value and preemption policy cannot change in an update: when
+    the pool's do, the class is deleted and created anew (pods already running keep the
+    priority they were admitted with until their Deployment rolls them; it does, since
+    the priority is part of their template's checksum)."""
+    try:
+        op.kube.apply(obj)
+    except ApiError as exc:
+        message = api_message(exc)
+        if exc.status != 422 or not ("immutable" in message or "may not be changed" in message):
+            raise
+        op.kube.delete(obj)
+        op.kube.apply(obj)
 
 
 def reconcile_pool(op: Operator, name: str) -> None:
@@ -167,7 +187,9 @@ def reconcile_pool(op: Operator, name: str) -> None:
     except ApiError as exc:
         if exc.status not in (400, 403, 404, 422):
             raise  # transient: retried with backoff
-        ready = Cond("Ready", "False", "ApplyFailed", f"{exc.status} {exc.reason}: {exc.body}")
+        ready = Cond(
+            "Ready", "False", "ApplyFailed", f"{exc.status} {exc.reason}: {api_message(exc)}"
+        )
         stuck = True
     status = assemble(
         body,

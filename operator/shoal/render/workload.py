@@ -21,6 +21,7 @@ from shoal.render.names import (
     pool_priority_class,
     selector_labels,
 )
+from shoal.render.pool import priority_value
 from shoal.render.security import container_security_context, pod_security_context
 
 CHECKSUM_ANNOTATION = "shoal.dev/config-checksum"
@@ -185,7 +186,16 @@ def deployment(
             "template": {
                 "metadata": {
                     "labels": model_labels(model),
-                    "annotations": {CHECKSUM_ANNOTATION: checksum(config_pbtxt, pod_spec)},
+                    # The pool's priority is stamped on each pod when it is created: a
+                    # change of it rolls the pods, like a change of their spec.
+                    "annotations": {
+                        CHECKSUM_ANNOTATION: checksum(
+                            config_pbtxt,
+                            pod_spec,
+                            priority_value(pool),
+                            pool.priority.preemption_policy,
+                        )
+                    },
                 },
                 "spec": pod_spec,
             },

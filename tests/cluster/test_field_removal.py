@@ -1,0 +1,283 @@
+"""Every field you can set, you can also unset: a property test over every optional
+field of the three kinds, on the real cluster with the real operator.
+
+Each case (tests/support/optional_fields.py) gets its own object: a model for model
+and policy fields, a pool (with one model) for pool fields. As a GitOps tool would, the
+test server-side applies every object with its field set, waits until the operator has
+handled them and run passes, and checks that every child equals what applying a fresh
+render of the live spec would leave (the server's own dry run of that apply, so the
+server's defaulting is compared too, and a field left behind shows as a difference).
+Then it applies every object again without its field and checks the same. Finally a
+no-op resync writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from e2e.install import Kubectl
+from e2e.operator import OperatorProcess
+from kubernetes import client
+
+from shoal.api.batchpolicy import BatchPolicy
+from shoal.api.common import parse_object
+from shoal.api.constants import API_VERSION, POOL_LABEL
+from shoal.api.inferencemodel import InferenceModel
+from shoal.api.tenantpool import TenantPool
+from shoal.cache import key_of
+from shoal.kube.client import ApiError, Kube
+from shoal.reconcile.pool import admitted_namespaces
+from shoal.render.desired import model_objects, pool_objects
+from shoal.render.schedule import floor_at
+from shoal.render.tenancy import tenant_objects
+from tests.support.optional_fields import CASES, resolve
+from tests.support.passes import operator_counters, wait_for_passes
+from tests.support.wait import wait_for
+
+IM, TP, BP = "InferenceModel", "TenantPool", "BatchPolicy"
+VOLATILE = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid")
+TENANT_KINDS = {"ResourceQuota": "v1", "NetworkPolicy": "networking.k8s.io/v1"}
+
+
+def _base_model(pool: str) -> dict[str, Any]:
+    return {
+        "pool": pool,
+        "model": {"name": "linear", "backend": "python", "storageUri": "s3://models/linear"},
+        "runtime": {"gpus": 0},
+    }
+
+
+def _base_pool(namespace: str) -> dict[str, Any]:
+    return {
+        "isolation": "Shared",
+        "tenants": {"namespaces": [namespace]},
+        "placement": {"nodeSelector": {"shoal.dev/node-group": "shared-gpu"}},
+        "quota": {"gpus": 8},
+    }
+
+
+def _doc(kind: str, name: str, spec: dict[str, Any], namespace: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": meta, "spec": spec}
+
+
+class World:
+    """The objects of every case, applied as a GitOps tool would."""
+
+    def __init__(self, kubectl: Kubectl, tmp: Any, names: dict[str, str]) -> None:
+        self.kubectl = kubectl
+        self.tmp = tmp
+        self.names = names
+        suffix = uuid.uuid4().hex[:6]
+        self.shared_pool = f"fields-{suffix}"
+        self.policy = "base-policy"
+        self.cases = [(case, f"c{i:02d}-{suffix}") for i, case in enumerate(CASES)]
+
+    def documents(self, *, with_field: bool) -> list[dict[str, Any]]:
+        ns, tp_ns = self.names["namespace"], self.names["pool_namespace"]
+        names = {**self.names, "policy": self.policy}
+        docs = [
+            _doc(TP, self.shared_pool, _base_pool(ns)),
+            _doc(BP, self.policy, {"priorityLevels": 2}, ns),
+        ]
+        for case, name in self.cases:
+            if case.kind == IM:
+                spec = case.spec(_base_model(self.shared_pool), with_field=with_field)
+                docs.append(_doc(IM, name, resolve(spec, names), ns))
+            elif case.kind == BP:
+                docs.append(
+                    _doc(BP, name, resolve(case.spec({}, with_field=with_field), names), ns)
+                )
+                model = _base_model(self.shared_pool)
+                model["batchPolicy"] = {"name": name}
+                docs.append(_doc(IM, name, model, ns))
+            else:
+                pool_names = {**names, "namespace": tp_ns}
+                spec = case.spec(_base_pool(tp_ns), with_field=with_field)
+                docs.append(_doc(TP, name, resolve(spec, pool_names)))
+                docs.append(_doc(IM, name, _base_model(name), tp_ns))
+        return docs
+
+    def apply(self, *, with_field: bool) -> None:
+        path = self.tmp / f"with-{with_field}.json"
+        path.write_text(
+            json.dumps(
+                {"apiVersion": "v1", "kind": "List", "items": self.documents(with_field=with_field)}
+            )
+        )
+        self.kubectl("apply", "--server-side", "--field-manager=gitops", f"--filename={path}")
+
+    def delete(self) -> None:
+        path = self.tmp / "with-False.json"
+        self.kubectl(
+            "delete", "--ignore-not-found", "--wait=false", f"--filename={path}", check=False
+        )
+
+
+def _clean(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in obj["metadata"].items() if k not in VOLATILE}
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
+
+
+def _handled(custom: client.CustomObjectsApi, docs: list[dict[str, Any]]) -> list[str]:
+    """The objects the operator has not yet handled at their current generation."""
+    behind = []
+    for doc in docs:
+        plural = {IM: "inferencemodels", TP: "tenantpools", BP: "batchpolicies"}[doc["kind"]]
+        meta = doc["metadata"]
+        if doc["kind"] == TP:
+            live = custom.get_cluster_custom_object("shoal.dev", "v1alpha1", plural, meta["name"])
+        else:
+            live = custom.get_namespaced_custom_object(
+                "shoal.dev", "v1alpha1", meta["namespace"], plural, meta["name"]
+            )
+        if (live.get("status") or {}).get("observedGeneration") != live["metadata"]["generation"]:
+            behind.append(f"{doc['kind']} {meta['name']}")
+    return behind
+
+
+def _differences(kube: Kube, core: client.CoreV1Api) -> list[str]:
+    """Every child that differs from a fresh render of the live specs, and every pool
+    object that should not exist (or is missing)."""
+    shoal_objects = {kind: kube.list(API_VERSION, kind) for kind in (IM, TP, BP)}
+    pools = {p["metadata"]["name"]: parse_object(TenantPool, p) for p in shoal_objects[TP]}
+    policies = {
+        (p["metadata"]["namespace"], p["metadata"]["name"]): parse_object(BatchPolicy, p)
+        for p in shoal_objects[BP]
+    }
+    namespaces = kube.list("v1", "Namespace")
+    now = dt.datetime.now(dt.UTC)
+    desired: list[dict[str, Any]] = []
+    for pool in pools.values():
+        desired += pool_objects(pool)
+        for ns in admitted_namespaces(pool, namespaces):
+            desired += tenant_objects(pool, ns)
+    for body in shoal_objects[IM]:
+        model = parse_object(InferenceModel, body)
+        pool = pools.get(model.spec.pool)
+        if pool is None:
+            continue
+        ref = model.spec.batch_policy
+        policy = policies.get((model.metadata.namespace or "", ref.name)) if ref else None
+        floor = floor_at(model.spec.scaling, now)
+        desired += model_objects(model, policy.spec if policy else None, pool, floor.min_replicas)
+    out = []
+    for obj in desired:
+        meta = obj["metadata"]
+        live = kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        if live is None:
+            out.append(f"{obj['kind']} {meta.get('namespace')}/{meta['name']}: missing")
+            continue
+        try:
+            preview = kube.preview(obj)
+        except ApiError as exc:
+            where = f"{obj['kind']} {meta.get('namespace')}/{meta['name']}"
+            owner = next(
+                (
+                    p
+                    for p in shoal_objects[TP]
+                    if f"shoal-pool-{p['metadata']['name']}" == meta["name"]
+                ),
+                None,
+            )
+            said = (owner or {}).get("status", {}).get("conditions", [])[:1]
+            out.append(
+                f"{where}: applying a fresh render fails: {exc.status} {exc.body}; pool says {said}"
+            )
+            continue
+        if _clean(preview) != _clean(live):
+            out.append(
+                f"{obj['kind']} {meta.get('namespace')}/{meta['name']}: "
+                + _diff(_clean(live), _clean(preview))
+            )
+    wanted = {key_of(o["kind"], o) for o in desired}
+    for pool_name in pools:
+        for kind, version in TENANT_KINDS.items():
+            for live in kube.list(version, kind, labels=f"{POOL_LABEL}={pool_name}"):
+                key = key_of(kind, live)
+                if key not in wanted:
+                    out.append(f"{kind} {key[1]}/{key[2]}: left behind")
+    return out
+
+
+def _diff(live: Any, want: Any, path: str = "") -> str:
+    if isinstance(live, dict) and isinstance(want, dict):
+        for key in sorted(set(live) | set(want)):
+            if live.get(key) != want.get(key):
+                return _diff(live.get(key), want.get(key), f"{path}.{key}")
+        return path
+    return f"{path}: live {json.dumps(live)[:200]} != applied {json.dumps(want)[:200]}"
+
+
+@pytest.fixture
+def world(
+    kubectl: Kubectl, core: client.CoreV1Api, namespace: str, tmp_path: Any
+) -> Iterator[World]:
+    extra = {k: f"{namespace[:45]}-{k[:3]}" for k in ("pool_namespace", "other", "gateway")}
+    for name in extra.values():
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    built = World(kubectl, tmp_path, {"namespace": namespace, **extra})
+    try:
+        yield built
+    finally:
+        built.delete()
+        for name in extra.values():
+            core.delete_namespace(name)
+
+
+def _converge(
+    api: client.ApiClient, operator: OperatorProcess, world: World, *, with_field: bool
+) -> list[str]:
+    world.apply(with_field=with_field)
+    custom = client.CustomObjectsApi(api)
+    docs = world.documents(with_field=with_field)
+    wait_for(
+        "the operator to handle every object's generation",
+        lambda: _handled(custom, docs),
+        lambda behind: not behind,
+        timeout=180,
+        interval=2,
+    )
+    wait_for_passes(operator.metrics_url, rounds=2, kinds=(IM, TP, BP), timeout=240)
+    return _differences(Kube(api), client.CoreV1Api(api))
+
+
+def test_every_optional_field_can_be_set_and_unset(
+    api: client.ApiClient, operator: OperatorProcess, world: World
+) -> None:
+    assert len(world.cases) == len(CASES) >= 60
+    with_field = _converge(api, operator, world, with_field=True)
+    assert not with_field, "after setting each field:\n" + "\n".join(with_field)
+    without = _converge(api, operator, world, with_field=False)
+    assert not without, "after unsetting each field:\n" + "\n".join(without)
+    previous: dict[str, float] = {}
+
+    def writes_settled(now: dict[str, float]) -> bool:
+        counts = {k: v for k, v in now.items() if k.startswith("shoal_api_writes_total{")}
+        same = counts == previous
+        previous.clear()
+        previous.update(counts)
+        return same
+
+    wait_for(
+        "a resync period without writes",
+        lambda: operator_counters(operator.metrics_url),
+        writes_settled,
+        timeout=120,
+        interval=8,
+    )
+    before = operator_counters(operator.metrics_url)
+    after = wait_for_passes(operator.metrics_url, rounds=2, kinds=(IM, TP, BP))
+    writes = {
+        k: after[k] - before.get(k, 0)
+        for k in after
+        if k.startswith("shoal_api_writes_total{") and after[k] != before.get(k, 0)
+    }
+    assert not writes, f"writes during a no-op resync: {writes}"

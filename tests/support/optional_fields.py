@@ -1,0 +1,322 @@
+"""Every optional field of the three kinds, with a value to set it to.
+
+``optional_paths`` walks the pydantic models (the single source of the CRDs) and lists
+every field a user may leave out; ``CASES`` gives each one a valid value other than its
+default, and what else must be set for that value to be valid. A unit test fails when a
+field has no case, so a new field cannot skip the set/unset convergence test.
+
+Paths are camelCase below ``spec``; ``a[]`` stands for every item of list ``a``, and
+the case then says which list to put the item into.
+"""
+
+from __future__ import annotations
+
+import copy
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from shoal.api.batchpolicy import BatchPolicySpec
+from shoal.api.inferencemodel import InferenceModelSpec
+from shoal.api.tenantpool import TenantPoolSpec
+
+SPECS: dict[str, type[BaseModel]] = {
+    "InferenceModel": InferenceModelSpec,
+    "TenantPool": TenantPoolSpec,
+    "BatchPolicy": BatchPolicySpec,
+}
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds directly (X, X | None)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    if origin is typing.Annotated:
+        return _models_in(typing.get_args(annotation)[0])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return []
+
+
+def _list_item_models(annotation: Any) -> list[type[BaseModel]]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _list_item_models(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [m for arg in typing.get_args(annotation) for m in _list_item_models(arg)]
+    if origin is list:
+        return _models_in(typing.get_args(annotation)[0])
+    return []
+
+
+def optional_paths(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every field of ``model`` (and of the objects and list items inside it) that a
+    user may leave out."""
+    out: set[str] = set()
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{info.alias or name}"
+        if not info.is_required():
+            out.add(path)
+        for inner in _models_in(info.annotation):
+            out |= optional_paths(inner, f"{path}.")
+        for item in _list_item_models(info.annotation):
+            out |= optional_paths(item, f"{path}[].")
+    return out
+
+
+@dataclass(frozen=True)
+class FieldCase:
+    """Without the field: the base spec with ``context`` applied (a None value removes
+    a path) and ``path`` removed. With it: the same, ``path`` set to ``value``, and
+    ``also`` applied (for fields that go with or exclude another)."""
+
+    kind: str
+    path: str
+    value: Any
+    context: dict[str, Any] = field(default_factory=dict)
+    also: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}.{self.path}"
+
+    def spec(self, base: dict[str, Any], *, with_field: bool) -> dict[str, Any]:
+        out = copy.deepcopy(base)
+        for path, value in self.context.items():
+            _put(out, path, value)
+        if with_field:
+            _put(out, self.path, self.value)
+            for path, value in self.also.items():
+                _put(out, path, value)
+        else:
+            _put(out, self.path, None)
+        return out
+
+
+def _put(spec: dict[str, Any], path: str, value: Any) -> None:
+    """Set a dotted path (None: remove it); ``a[]`` means the first item of list ``a``."""
+    node: Any = spec
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node[part[:-2]][0] if part.endswith("[]") else node.setdefault(part, {})
+    if value is None:
+        node.pop(parts[-1], None)
+    else:
+        node[parts[-1]] = copy.deepcopy(value)
+
+
+IM, TP, BP = "InferenceModel", "TenantPool", "BatchPolicy"
+TENSOR = {"name": "x", "dataType": "FP32", "dims": [4]}
+TOLERATION = {"key": "shoal.dev/case", "operator": "Exists"}
+QUEUE = {"priority": 1, "policy": {"maxQueueSize": 8}}
+PRIORITY_LEVELS = {"priorityLevels": 2}
+
+CASES: tuple[FieldCase, ...] = (
+    # ------------------------------------------------------------------ InferenceModel
+    FieldCase(IM, "batchPolicy", {"name": "{policy}"}),
+    FieldCase(IM, "batchPolicy.maxBatchSize", 16, {"batchPolicy": {"name": "{policy}"}}),
+    FieldCase(IM, "batchPolicy.maxQueueDelay", "7ms", {"batchPolicy": {"name": "{policy}"}}),
+    FieldCase(IM, "batchPolicy.defaultPriority", 1, {"batchPolicy": {"name": "{policy}"}}),
+    FieldCase(
+        IM,
+        "model.backend",
+        "onnxruntime",
+        {"model.platform": "onnxruntime_onnx"},
+        also={"model.platform": None},
+    ),
+    FieldCase(IM, "model.platform", "onnxruntime_onnx", also={"model.backend": None}),
+    FieldCase(IM, "model.versionPolicy", {"policy": "All"}),
+    FieldCase(IM, "model.versionPolicy.policy", "All"),
+    FieldCase(IM, "model.versionPolicy.latest", 3),
+    FieldCase(
+        IM,
+        "model.versionPolicy.versions",
+        [2, 3],
+        {"model.versionPolicy": {"latest": 1}},
+        also={"model.versionPolicy.policy": "Specific", "model.versionPolicy.latest": None},
+    ),
+    FieldCase(IM, "model.inputs", [TENSOR]),
+    FieldCase(IM, "model.outputs", [{**TENSOR, "name": "y"}]),
+    FieldCase(IM, "model.instances", 2),
+    FieldCase(IM, "model.warmup", {"batchSizes": [2]}, {"model.inputs": [TENSOR]}),
+    FieldCase(
+        IM,
+        "model.warmup.batchSizes",
+        [1, 4],
+        {"model.inputs": [TENSOR], "model.warmup": {"data": "Zero"}},
+    ),
+    FieldCase(
+        IM,
+        "model.warmup.data",
+        "Random",
+        {"model.inputs": [TENSOR], "model.warmup": {"batchSizes": [1]}},
+    ),
+    FieldCase(IM, "model.responseCache", True),
+    FieldCase(IM, "model.parameters", {"EXECUTION_ENV_PATH": "/models/env.tar.gz"}),
+    FieldCase(IM, "runtime", {"cpu": "3"}),
+    FieldCase(IM, "runtime.image", "registry.example/triton:24.09-py3"),
+    FieldCase(IM, "runtime.imagePullPolicy", "Always"),
+    FieldCase(IM, "runtime.gpus", 1),
+    FieldCase(IM, "runtime.cpu", "0.5"),
+    FieldCase(IM, "runtime.memory", "4Gi"),
+    FieldCase(IM, "runtime.shmSize", "2Gi"),
+    FieldCase(IM, "scaling", {"maxReplicas": 3}),
+    FieldCase(IM, "scaling.minReplicas", 2),
+    FieldCase(IM, "scaling.maxReplicas", 6),
+    FieldCase(IM, "scaling.targetQueueDepth", 5),
+    FieldCase(IM, "scaling.targetP95Latency", "2s"),
+    FieldCase(IM, "scaling.scaleUp", {"stabilizationWindow": "30s"}),
+    FieldCase(
+        IM,
+        "scaling.scaleUp.maxReplicasPerStep",
+        2,
+        {"scaling.scaleUp": {"stabilizationWindow": "0s"}},
+    ),
+    FieldCase(IM, "scaling.scaleDown", {"stabilizationWindow": "10m"}),
+    FieldCase(
+        IM,
+        "scaling.scaleDown.maxReplicasPerStep",
+        1,
+        {"scaling.scaleDown": {"stabilizationWindow": "5m"}},
+    ),
+    FieldCase(
+        IM,
+        "scaling.schedules",
+        [{"name": "always", "start": "0 0 * * *", "duration": "24h", "minReplicas": 2}],
+        {"scaling.maxReplicas": 4},
+    ),
+    FieldCase(
+        IM,
+        "scaling.schedules[].timeZone",
+        "Europe/Paris",
+        {
+            "scaling.maxReplicas": 4,
+            "scaling.schedules": [
+                {"name": "always", "start": "0 0 * * *", "duration": "24h", "minReplicas": 2}
+            ],
+        },
+    ),
+    # ------------------------------------------------------------------ TenantPool
+    FieldCase(
+        TP,
+        "tenants.namespaces",
+        ["{namespace}", "{other}"],
+        {"tenants.selector": {"matchLabels": {"kubernetes.io/metadata.name": "{namespace}"}}},
+    ),
+    FieldCase(
+        TP,
+        "tenants.selector",
+        {"matchLabels": {"kubernetes.io/metadata.name": "{other}"}},
+    ),
+    FieldCase(
+        TP,
+        "tenants.selector.matchLabels",
+        {"kubernetes.io/metadata.name": "{other}"},
+        {
+            "tenants.selector": {
+                "matchExpressions": [{"key": "shoal.dev/none", "operator": "DoesNotExist"}]
+            }
+        },
+    ),
+    FieldCase(
+        TP,
+        "tenants.selector.matchExpressions",
+        [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["{other}"]}],
+        {"tenants.selector": {"matchLabels": {"shoal.dev/test": "1"}}},
+    ),
+    FieldCase(
+        TP,
+        "tenants.selector.matchExpressions[].values",
+        ["{other}"],
+        {
+            "tenants.selector": {
+                "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "Exists"}]
+            }
+        },
+        also={"tenants.selector.matchExpressions[].operator": "In"},
+    ),
+    FieldCase(TP, "placement", {"gpuProduct": "NVIDIA-A100-SXM4-80GB"}),
+    FieldCase(TP, "placement.nodeSelector", {"shoal.dev/node-group": "shared-gpu", "zone": "a"}),
+    FieldCase(TP, "placement.tolerations", [TOLERATION]),
+    FieldCase(
+        TP,
+        "placement.tolerations[].key",
+        "shoal.dev/case",
+        {"placement.tolerations": [{"operator": "Exists"}]},
+    ),
+    FieldCase(
+        TP, "placement.tolerations[].operator", "Exists", {"placement.tolerations": [{"key": "k"}]}
+    ),
+    FieldCase(TP, "placement.tolerations[].value", "v", {"placement.tolerations": [{"key": "k"}]}),
+    FieldCase(
+        TP, "placement.tolerations[].effect", "NoSchedule", {"placement.tolerations": [TOLERATION]}
+    ),
+    FieldCase(
+        TP,
+        "placement.tolerations[].tolerationSeconds",
+        30,
+        {"placement.tolerations": [{**TOLERATION, "effect": "NoExecute"}]},
+    ),
+    FieldCase(TP, "placement.gpuProduct", "NVIDIA-A100-SXM4-80GB"),
+    FieldCase(TP, "quota.models", 3),
+    FieldCase(TP, "quota.replicas", 8),
+    FieldCase(TP, "priority", {"value": 5000}),
+    FieldCase(TP, "priority.value", 5000),
+    FieldCase(TP, "priority.preemptionPolicy", "Never"),
+    FieldCase(TP, "access", {"allowSameNamespace": False}),
+    FieldCase(TP, "access.gatewayNamespaces", ["{gateway}"]),
+    FieldCase(TP, "access.monitoringNamespaces", ["{gateway}"]),
+    FieldCase(TP, "access.allowSameNamespace", False),
+    # ------------------------------------------------------------------ BatchPolicy
+    FieldCase(BP, "maxBatchSize", 16),
+    FieldCase(BP, "maxQueueDelay", "10ms"),
+    FieldCase(BP, "preferredBatchSizes", [4, 8]),
+    FieldCase(BP, "priorityLevels", 2),
+    FieldCase(BP, "defaultPriority", 1, PRIORITY_LEVELS),
+    FieldCase(BP, "queuePolicy", {"maxQueueSize": 64}),
+    FieldCase(BP, "queuePolicy.maxQueueSize", 64),
+    FieldCase(BP, "queuePolicy.timeout", "1s"),
+    FieldCase(BP, "queuePolicy.timeoutAction", "Delay"),
+    FieldCase(BP, "queuePolicy.allowTimeoutOverride", True),
+    FieldCase(BP, "priorityQueuePolicies", [QUEUE], PRIORITY_LEVELS),
+    FieldCase(
+        BP,
+        "priorityQueuePolicies[].policy.maxQueueSize",
+        4,
+        {**PRIORITY_LEVELS, "priorityQueuePolicies": [{"priority": 1, "policy": {}}]},
+    ),
+    FieldCase(
+        BP,
+        "priorityQueuePolicies[].policy.timeout",
+        "50ms",
+        {**PRIORITY_LEVELS, "priorityQueuePolicies": [{"priority": 1, "policy": {}}]},
+    ),
+    FieldCase(
+        BP,
+        "priorityQueuePolicies[].policy.timeoutAction",
+        "Delay",
+        {**PRIORITY_LEVELS, "priorityQueuePolicies": [{"priority": 1, "policy": {}}]},
+    ),
+    FieldCase(
+        BP,
+        "priorityQueuePolicies[].policy.allowTimeoutOverride",
+        True,
+        {**PRIORITY_LEVELS, "priorityQueuePolicies": [{"priority": 1, "policy": {}}]},
+    ),
+    FieldCase(BP, "preserveOrdering", True),
+)
+
+
+def resolve(value: Any, names: dict[str, str]) -> Any:
+    """``value`` with ``{placeholder}`` strings filled in from ``names``."""
+    if isinstance(value, str):
+        return value.format(**names) if "{" in value else value
+    if isinstance(value, list):
+        return [resolve(v, names) for v in value]
+    if isinstance(value, dict):
+        return {resolve(k, names): resolve(v, names) for k, v in value.items()}
+    return value
