@@ -9,12 +9,14 @@ kinds' metadata (names, scope, printer columns) lives in :data:`KINDS`.
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from shoal.api.batchpolicy import BatchPolicy, BatchPolicySpec, BatchPolicyStatus
+from shoal.api.common import cel_string
 from shoal.api.inferencemodel import InferenceModel, InferenceModelSpec, InferenceModelStatus
 from shoal.api.tenantpool import TenantPool, TenantPoolSpec, TenantPoolStatus
 from shoal.settings import GROUP, VERSION
@@ -145,6 +147,9 @@ def structural(node: Any, defs: dict[str, Schema]) -> Any:
         if len(options) != 1:
             raise ValueError(f"cannot express anyOf {options} structurally")
         node = {**structural(options[0], defs), **node, _UNSET_BY_DEFAULT: True}
+    if "patternProperties" in node:
+        raise ValueError("a map's key type may not carry a pattern: give it a Check instead")
+    key_rules = _key_rules(node.pop("propertyNames", None))
     out: Schema = {}
     for key, value in node.items():
         if key in _DROP or key == "$defs":
@@ -159,11 +164,47 @@ def structural(node: Any, defs: dict[str, Schema]) -> Any:
             out[key] = structural(value, defs)
         else:
             out[key] = value
-    if out.get("x-kubernetes-preserve-unknown-fields"):
+    if out.get("x-kubernetes-preserve-unknown-fields") and out.get("type") == "object":
         out.pop("properties", None)
-        out["type"] = "object"
+    if key_rules:
+        out["x-kubernetes-validations"] = [*out.get("x-kubernetes-validations", []), *key_rules]
     _default_nested_objects(out)
     return out
+
+
+def _key_rules(names: Schema | None) -> list[Schema]:
+    """A map's key constraints (pydantic's ``propertyNames``, which a structural schema
+    lacks) as CEL rules over every key of the map."""
+    if not names:
+        return []
+    rules = []
+    bounds = []
+    if "minLength" in names:
+        bounds.append(f"size(key) >= {names['minLength']}")
+    if "maxLength" in names:
+        bounds.append(f"size(key) <= {names['maxLength']}")
+    if bounds:
+        words = f"of {names.get('minLength', 0)} to {names['maxLength']} characters"
+        rules.append(
+            {
+                "rule": f"self.all(key, {' && '.join(bounds)})",
+                "message": f"every key must be {words}",
+            }
+        )
+    if "pattern" in names:
+        rules.append(
+            {
+                "rule": f"self.all(key, key.matches({cel_string(names['pattern'])}))",
+                "message": f"every key must match {names['pattern']}",
+            }
+        )
+    for check in names.get("x-kubernetes-validations", []):
+        # The check was written for one value, ``self``: here it is each key in turn.
+        on_key = re.sub(r"\bself\b", "key", check["rule"])
+        rules.append(
+            {"rule": f"self.all(key, {on_key})", "message": f"every key {check['message']}"}
+        )
+    return rules
 
 
 def _default_nested_objects(node: Schema) -> None:
@@ -215,7 +256,8 @@ def crd(kind: Kind) -> Schema:
         "properties": {
             "apiVersion": {"type": "string", "description": "shoal.dev/v1alpha1"},
             "kind": {"type": "string", "description": kind.name},
-            "metadata": {"type": "object"},
+            # Only so that a rule on the name can report it as the field at fault.
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": spec,
             "status": status,
         },

@@ -10,6 +10,8 @@ from shoal.api.crd import KINDS, Kind, Schema, crd
 def _type_of(node: Schema) -> str:
     if node.get("x-kubernetes-int-or-string"):
         return "int or string"
+    if node.get("x-kubernetes-preserve-unknown-fields") and "type" not in node:
+        return "quantity (string or number)"
     kind = node.get("type", "")
     if kind == "array":
         return f"[]{_type_of(node.get('items', {}))}"
@@ -22,6 +24,9 @@ def _constraints(node: Schema) -> str:
     parts: list[str] = []
     if "enum" in node:
         parts.append("one of " + ", ".join(f"`{v}`" for v in node["enum"]))
+    quantity = node.get("x-kubernetes-preserve-unknown-fields") and "type" not in node
+    if quantity:
+        return "positive"
     if "minimum" in node or "maximum" in node:
         parts.append(f"{node.get('minimum', '')}..{node.get('maximum', '')}")
     if "pattern" in node and not node.get("x-kubernetes-int-or-string"):
