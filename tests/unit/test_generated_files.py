@@ -98,3 +98,14 @@ def test_every_pattern_is_explained_in_words(kind: Any) -> None:
             continue
         messages = [r["message"] for r in node.get("x-kubernetes-validations", [])]
         assert any(m.startswith("must be") for m in messages), f"{path}: {messages}"
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_an_explicit_null_on_a_defaulted_field_is_refused(kind: Any) -> None:
+    """The API server would drop the null and apply the default, silently."""
+    for path, node in _spec_nodes(kind):
+        rules = {r.get("fieldPath"): r for r in node.get("x-kubernetes-validations", [])}
+        for name, sub in node.get("properties", {}).items():
+            if "default" in sub:
+                assert sub.get("nullable") is True, f"{path}.{name}"
+                assert "must not be null" in rules[f".{name}"]["message"], f"{path}.{name}"

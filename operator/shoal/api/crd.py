@@ -9,6 +9,7 @@ kinds' metadata (names, scope, printer columns) lives in :data:`KINDS`.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +125,7 @@ _DROP = {"title"}
 # Marks, while converting, a field whose pydantic default is None: it stays unset
 # unless the user sets it, so it must not get a materialised default.
 _UNSET_BY_DEFAULT = "x-shoal-unset-by-default"
+NULL_RULE = "must not be null"
 
 
 def structural(node: Any, defs: dict[str, Schema]) -> Any:
@@ -169,6 +171,7 @@ def structural(node: Any, defs: dict[str, Schema]) -> Any:
     if key_rules:
         out["x-kubernetes-validations"] = [*out.get("x-kubernetes-validations", []), *key_rules]
     _default_nested_objects(out)
+    _refuse_null_for_defaults(out)
     return out
 
 
@@ -205,6 +208,33 @@ def _key_rules(names: Schema | None) -> list[Schema]:
             {"rule": f"self.all(key, {on_key})", "message": f"every key {check['message']}"}
         )
     return rules
+
+
+def _refuse_null_for_defaults(node: Schema) -> None:
+    """Refuse an explicit null on every field that has a default.
+
+    The API server drops a null (``minReplicas:`` with nothing after it, a missing Helm
+    value) and applies the default, so a mistake would pass silently. A nullable field
+    keeps its null, and a rule on the object refuses it: CEL treats a null field as
+    absent (``in`` does not find it), but iterating over the object still lists it. (An
+    enum refuses a null itself, as "Unsupported value: null", before any rule runs.)
+    """
+    for name, sub in node.get("properties", {}).items():
+        if "default" not in sub:
+            continue
+        sub["nullable"] = True
+        default = sub["default"]
+        scalar = not isinstance(default, dict | list)
+        hint = f" ({json.dumps(default)})" if scalar else ""
+        rule = {
+            # Also for a field CEL cannot type (a quantity): ``in`` finds it unless null.
+            "rule": f"'{name}' in dyn(self) || !dyn(self).exists(k, k == '{name}')",
+            "message": f"{NULL_RULE}: leave {name} out for its default{hint}",
+            "fieldPath": f".{name}",
+        }
+        existing = node.get("x-kubernetes-validations", [])
+        if rule not in existing:  # a node may pass through here twice (Optional[X])
+            node["x-kubernetes-validations"] = [*existing, rule]
 
 
 def _default_nested_objects(node: Schema) -> None:

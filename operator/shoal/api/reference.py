@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.api.crd import KINDS, Kind, Schema, crd
+from shoal.api.crd import KINDS, NULL_RULE, Kind, Schema, crd
 
 
 def _type_of(node: Schema) -> str:
@@ -34,7 +34,8 @@ def _constraints(node: Schema) -> str:
     if "maxItems" in node:
         parts.append(f"at most {node['maxItems']} items")
     for rule in node.get("x-kubernetes-validations", []):
-        parts.append(f"rule: {rule['message']}")
+        if not rule["message"].startswith(NULL_RULE):
+            parts.append(f"rule: {rule['message']}")
     return "; ".join(parts)
 
 
@@ -86,7 +87,8 @@ def kind_section(kind: Kind) -> str:
             "|---|---|---|---|---|",
         ]
         for rule in node.get("x-kubernetes-validations", []):
-            lines.append(f"| `{part}` | object | | | rule: {rule['message']} |")
+            if not rule["message"].startswith(NULL_RULE):
+                lines.append(f"| `{part}` | object | | | rule: {rule['message']} |")
         _rows(node, part, set(node.get("required", [])), lines)
         lines.append("")
     return "\n".join(lines)
@@ -98,6 +100,9 @@ def render_reference() -> str:
         "",
         "Generated from the pydantic models in `operator/shoal/api/` by `make generate`;",
         "do not edit by hand. `kubectl explain <kind>.spec` shows the same descriptions.",
+        "",
+        "A field with a default may be left out; it may not be set to null (an empty value",
+        "in YAML), which the API server would otherwise replace with the default silently.",
         "",
     ]
     return "\n".join(header + [kind_section(k) for k in KINDS]).rstrip() + "\n"
