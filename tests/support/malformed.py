@@ -798,6 +798,7 @@ STORAGE = _cases(
             ("s3-ip-address", "s3://192.168.10.5/ranker", "must name a bucket"),
             ("gs-google", "gs://my-google-models/ranker", "must name a bucket"),
             ("gs-part-too-long", f"gs://{'g' * 64}.models/ranker", "must name a bucket"),
+            ("pvc-claim-too-long", f"pvc://{'c' * 254}/ranker", "must name a bucket or claim"),
             ("https-space-host", "https://models example.com/ranker", "must be s3://bucket/path"),
         )
     ),

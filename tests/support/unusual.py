@@ -106,6 +106,7 @@ CASES: tuple[Case, ...] = (
     _uri("s3-path-with-dotted-names", "s3://models/ranker..v2/.hidden/v1.2/"),
     _uri("s3-path-with-percent", "s3://models/ranker%20v2"),
     _uri("pvc-dotted-claim", "pvc://models.v2/ranker"),
+    _uri("pvc-longest-claim", f"pvc://{'c' * 253}/ranker"),
     _uri("https-port", "https://models.example.com:8443/ranker"),
     _uri("https-ip-address", "https://10.0.0.7/models/ranker"),
     _uri("https-host-only", "https://models.example.com"),

@@ -43,18 +43,21 @@ def _authority(uri: str) -> str:
 
 _IPV4 = r"^[0-9]+(\.[0-9]+){3}$"
 _BUCKET_CEL = (
-    "!(self.startsWith('s3://') || self.startsWith('gs://')) || "
+    "(!(self.startsWith('s3://') || self.startsWith('gs://')) || "
     "(size(self.split('/')[2]) >= 3 && !self.split('/')[2].contains('..') "
     f"&& !self.split('/')[2].matches({cel_string(_IPV4)}) && "
     "(self.startsWith('s3://') ? size(self.split('/')[2]) <= 63 : "
     "size(self.split('/')[2]) <= 222 "
     "&& self.split('/')[2].split('.').all(part, size(part) <= 63) "
-    "&& !self.split('/')[2].startsWith('goog') && !self.split('/')[2].contains('google')))"
+    "&& !self.split('/')[2].startsWith('goog') && !self.split('/')[2].contains('google'))))"
+    " && (!self.startsWith('pvc://') || size(self.split('/')[2]) <= 253)"
 )
 
 
 def _bucket_ok(uri: str) -> bool:
     s3, gcs = uri.startswith("s3://"), uri.startswith("gs://")
+    if uri.startswith("pvc://"):
+        return len(_authority(uri)) <= 253
     if not (s3 or gcs):
         return True
     bucket = _authority(uri)
@@ -88,9 +91,10 @@ StorageUri = Annotated[
     Check(
         cel=_BUCKET_CEL,
         check=_bucket_ok,
-        message="must name a bucket as its store accepts it: S3 3 to 63 lowercase letters, "
-        "digits, '.' and '-'; GCS also '_', up to 222 characters in dot-separated parts of at "
-        "most 63, without 'google'; neither with '..' nor shaped like an IP address",
+        message="must name a bucket or claim as its store accepts it: S3 3 to 63 lowercase "
+        "letters, digits, '.' and '-'; GCS also '_', up to 222 characters in dot-separated "
+        "parts of at most 63, without 'google'; neither with '..' nor shaped like an IP "
+        "address; a PersistentVolumeClaim name of at most 253 characters",
     ),
     Check(
         cel=f"!self.matches({cel_string(_TRAVERSAL)})",
