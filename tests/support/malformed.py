@@ -833,6 +833,11 @@ CROSS_FIELD = _cases(
         ("spec.model.versionPolicy.latest", "only to policy Latest"),
     ),
     (
+        "im-all-with-latest",
+        (("spec.model.versionPolicy", {"policy": "All", "latest": 3}),),
+        ("spec.model.versionPolicy.latest", "only to policy Latest"),
+    ),
+    (
         "im-duplicate-inputs",
         (
             (

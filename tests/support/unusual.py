@@ -176,6 +176,11 @@ CASES: tuple[Case, ...] = (
     _im(
         "version-specific", ("spec.model.versionPolicy", {"policy": "Specific", "versions": [3, 1]})
     ),
+    # As stored under the former default of latest: still read.
+    _im(
+        "version-specific-with-former-default",
+        ("spec.model.versionPolicy", {"policy": "Specific", "versions": [2], "latest": 1}),
+    ),
     _im(
         "warmup-at-the-override",
         ("spec.batchPolicy.maxBatchSize", 8),

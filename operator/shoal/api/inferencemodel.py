@@ -168,9 +168,11 @@ class VersionPolicy(SpecModel):
             message="versions applies only to policy Specific",
             field=".versions",
         ),
+        # latest: 1 was the default once, so every stored All or Specific policy has it;
+        # it is tolerated (it is what an unset latest means) so those are still read.
         Rule(
-            cel="self.policy == 'Latest' || !has(self.latest)",
-            check=lambda v: v.policy == "Latest" or v.latest is None,
+            cel="self.policy == 'Latest' || !has(self.latest) || self.latest == 1",
+            check=lambda v: v.policy == "Latest" or v.latest in (None, 1),
             message="latest applies only to policy Latest",
             field=".latest",
         ),
