@@ -217,3 +217,13 @@ def test_a_warmup_batch_above_the_maximum_is_refused() -> None:
     doc["spec"]["batchPolicy"]["maxBatchSize"] = 8
     with pytest.raises(ValidationError, match="warm-up batch sizes must be at most"):
         InferenceModel.model_validate(doc)
+
+
+def test_autoscaler_targets_are_canonical_quantities() -> None:
+    """The API server stores "1000m" as "1" and 1000 as "1k": rendering anything else
+    would differ from the live HPA on every pass."""
+    im = model(scaling={"maxReplicas": 4, "targetP95Latency": "1s", "targetQueueDepth": 1000})
+    objs = objects_by_kind(model_objects(im, policy(), pool()))
+    metrics = objs["HorizontalPodAutoscaler"]["spec"]["metrics"]
+    assert metrics[0]["pods"]["target"]["averageValue"] == "1k"
+    assert metrics[1]["object"]["target"]["value"] == "1"
