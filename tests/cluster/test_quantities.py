@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from shoal.api.common import QUANTITY_PATTERN, _quantity_to_str
+from shoal.api.common import QUANTITY_PATTERN, quantity_text
 from shoal.api.quantity import canonical_quantity, parse_quantity
 
 SAMPLES = (
@@ -80,7 +80,7 @@ def test_a_number_means_what_the_api_server_reads(
     """A number in a spec is held as the string of its value: it stands for what the API
     server reads in the same number."""
     for mine, theirs in zip(
-        ours(str(_quantity_to_str(number))), stored(api, namespace, number), strict=True
+        ours(str(quantity_text(number))), stored(api, namespace, number), strict=True
     ):
         mine_parsed, theirs_parsed = parse_quantity(mine), parse_quantity(theirs)
         assert mine_parsed is not None

@@ -226,8 +226,14 @@ DURATION_PATTERN = (
     + "){1,8}$"
 )
 _DURATION_PART = re.compile(r"([0-9]+)(?:\.([0-9]+))?(ns|us|ms|s|m|h)")
-_UNIT_NANOSECONDS = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9}
-_UNIT_NANOSECONDS["h"] = 3600 * 10**9
+_UNIT_NANOSECONDS = {
+    "ns": 1,
+    "us": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 6 * 10**10,
+    "h": 36 * 10**11,
+}
 
 
 def duration_nanoseconds(text: str) -> int:
@@ -360,7 +366,7 @@ QUANTITY_PATTERN = (
 _MAX_INT64 = 2**63 - 1
 
 
-def _quantity_to_str(value: object) -> object:
+def quantity_text(value: object) -> object:
     """A number as the API server decodes it (an integer beyond int64 becomes a float),
     written as a string the quantity grammar reads."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -401,7 +407,7 @@ def _resource_list_quantity(text: str) -> str:
 # 0.5 are both "500m"), so a rendered object reads back as it was applied.
 Quantity = Annotated[
     str,
-    BeforeValidator(_quantity_to_str),
+    BeforeValidator(quantity_text),
     Field(pattern=QUANTITY_PATTERN, max_length=64),
     AfterValidator(canonical_quantity),
     _QUANTITY_SCHEMA,
@@ -411,7 +417,7 @@ Quantity = Annotated[
 # units first ("0.0001" is stored as "1m").
 ResourceQuantity = Annotated[
     str,
-    BeforeValidator(_quantity_to_str),
+    BeforeValidator(quantity_text),
     Field(pattern=QUANTITY_PATTERN, max_length=64),
     AfterValidator(_resource_list_quantity),
     _QUANTITY_SCHEMA,
