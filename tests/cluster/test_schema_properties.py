@@ -9,6 +9,7 @@ stored, must parse back into the same model (the server's defaults are the model
 from __future__ import annotations
 
 import copy
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -26,21 +27,50 @@ from tests.support.resources import Rejected, create, delete
 EXAMPLES_PER_KIND = 75
 
 
+_MATCHES = re.compile(r"^(?:self|self\.all\(key, key)\.matches\(r'([^']*)'\)")
+
+
+def _rule_pattern(node: dict[str, Any], prefix: str) -> str | None:
+    """The regular expression a CEL rule of ``node`` starts by matching, if any."""
+    for rule in node.get("x-kubernetes-validations", []):
+        found = _MATCHES.match(rule["rule"])
+        if found and rule["rule"].startswith(prefix):
+            return found.group(1)
+    return None
+
+
 def generation_schema(node: Any) -> Any:
-    """A CRD schema as plain JSON Schema: no Kubernetes extensions, no extra keys."""
+    """A CRD schema as plain JSON Schema: no Kubernetes extensions, no extra keys.
+
+    Where only a CEL rule states a string's form (a label key, a map's keys), its regular
+    expression guides the generator too; the rule itself is the API server's to check.
+    """
     if isinstance(node, list):
         return [generation_schema(n) for n in node]
     if not isinstance(node, dict):
         return node
+    if node.get("x-kubernetes-preserve-unknown-fields") and "pattern" in node:
+        # A quantity: a string of the pattern, or any number (negative ones are refused).
+        string = {"type": "string", "pattern": node["pattern"], "maxLength": node["maxLength"]}
+        return {"anyOf": [string, {"type": "number"}, {"type": "integer"}]}
     out = {
         k: generation_schema(v)
         for k, v in node.items()
-        if not k.startswith("x-kubernetes-") and k not in ("default", "example", "description")
+        if not k.startswith("x-kubernetes-")
+        and k not in ("default", "example", "description", "nullable")
     }
     if node.get("x-kubernetes-list-type") == "set":
         out["uniqueItems"] = True
     if out.get("type") == "object" and "properties" in out:
         out["additionalProperties"] = False
+    if out.get("type") == "string" and "pattern" not in out:
+        pattern = _rule_pattern(node, "self.matches")
+        if pattern:
+            out["pattern"] = pattern
+    if out.get("type") == "object" and "additionalProperties" in node:
+        pattern = _rule_pattern(node, "self.all(key, key.matches")
+        if pattern:
+            out["propertyNames"] = {"pattern": pattern}
     if node.get("x-kubernetes-preserve-unknown-fields"):
         return {"type": "object", "maxProperties": 0}
     return out

@@ -3,6 +3,10 @@
 Every case starts from a valid example, breaks one thing, and lists fragments the API
 server's message must contain: always the path of the offending field, and a word of
 the reason. The same objects must be refused by the pydantic models too.
+
+A case with a ``pool`` is refused by the admission policy against that TenantPool
+(created for the case, admitting the case's namespace), and by
+``shoal.api.admission.refusals`` in Python.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ class Case:
     example: str
     changes: tuple[tuple[str, Any], ...]
     expect: tuple[str, ...]
+    pool: dict[str, Any] | None = None
 
     def build(self) -> dict[str, Any]:
         obj = example(self.kind, self.example)
@@ -54,6 +59,13 @@ MIN1 = "greater than or equal to 1"
 MATCH = "should match"
 ENUM = "Unsupported value"
 REQUIRED = "Required value"
+NULL = "must not be null"
+DURATION = "must be a duration"
+QUANTITY = "positive_quantity"
+LABEL_KEY = "must be a label key"
+LABEL_VALUE = "must be a label value"
+CRON = "must be a five-field cron expression"
+TOLERATION = "spec.placement.tolerations[0]"
 
 CASES: tuple[Case, ...] = (
     # ------------------------------------------------------------------ BatchPolicy
@@ -79,7 +91,7 @@ CASES: tuple[Case, ...] = (
         BP,
         "offline",
         (("spec.maxQueueDelay", "5 ms"),),
-        ("spec.maxQueueDelay", MATCH),
+        ("spec.maxQueueDelay", MATCH, DURATION),
     ),
     Case(
         "bp-delay-word",
@@ -94,7 +106,7 @@ CASES: tuple[Case, ...] = (
         BP,
         "offline",
         (("spec.maxQueueDelay", "400000000000m"),),
-        ("spec.maxQueueDelay", MATCH),
+        ("spec.maxQueueDelay", MATCH, DURATION),
     ),
     Case(
         "bp-delay-number",
@@ -305,7 +317,7 @@ CASES: tuple[Case, ...] = (
         IM,
         "search-ranker",
         (("spec.pool", "Critical Pool"),),
-        ("spec.pool", MATCH),
+        ("spec.pool", MATCH, "must be the name of a TenantPool"),
     ),
     Case("im-pool-missing", IM, "search-ranker", (("spec.pool", DELETE),), ("spec.pool", REQUIRED)),
     Case(
@@ -383,7 +395,7 @@ CASES: tuple[Case, ...] = (
         IM,
         "search-ranker",
         (("spec.model.storageUri", "ftp://models/ranker"),),
-        ("spec.model.storageUri", MATCH),
+        ("spec.model.storageUri", MATCH, "must be s3://bucket/path"),
     ),
     Case(
         "im-storage-uri-spaces",
@@ -439,7 +451,7 @@ CASES: tuple[Case, ...] = (
         IM,
         "search-ranker",
         (("spec.runtime.memory", "lots"),),
-        ("spec.runtime.memory", MATCH),
+        ("spec.runtime.memory", MATCH, QUANTITY),
     ),
     Case(
         "im-pull-policy-unknown",
@@ -453,14 +465,14 @@ CASES: tuple[Case, ...] = (
         IM,
         "search-ranker",
         (("metadata.name", "9ranker"),),
-        ("metadata.name must be a DNS-1035 label",),
+        ("metadata.name: Invalid value", "metadata.name must be a DNS-1035 label"),
     ),
     Case(
         "im-name-too-long",
         IM,
         "search-ranker",
         (("metadata.name", "r" * 60),),
-        ("metadata.name must be a DNS-1035 label", "at most 52"),
+        ("metadata.name: Invalid value", "metadata.name must be a DNS-1035 label", "at most 52"),
     ),
     Case(
         "im-unknown-field",
@@ -478,3 +490,487 @@ CASES: tuple[Case, ...] = (
     ),
     Case("im-spec-missing", IM, "search-ranker", (("spec", DELETE),), ("spec", REQUIRED)),
 )
+
+
+def _cases(kind: str, example: str, *rows: tuple[Any, ...]) -> tuple[Case, ...]:
+    """Cases of one kind and example: (id, ((path, value), ...), (fragment, ...))."""
+    return tuple(Case(id_, kind, example, changes, expect) for id_, changes, expect in rows)
+
+
+def _toleration(**fields: Any) -> tuple[tuple[str, Any], ...]:
+    return (("spec.placement.tolerations", [fields]),)
+
+
+# Values a Pod refuses, so that every Deployment of the pool would be refused.
+PLACEMENT = _cases(
+    TP,
+    "critical",
+    (
+        "tp-toleration-exists-with-value",
+        _toleration(key="shoal.dev/dedicated", operator="Exists", value="true"),
+        (f"{TOLERATION}.value", "must be empty when operator is Exists"),
+    ),
+    (
+        "tp-toleration-seconds-without-noexecute",
+        _toleration(
+            key="shoal.dev/dedicated", value="true", effect="NoSchedule", tolerationSeconds=60
+        ),
+        (f"{TOLERATION}.tolerationSeconds", "needs effect NoExecute"),
+    ),
+    (
+        "tp-toleration-no-key-equal",
+        _toleration(operator="Equal", value="true"),
+        (f"{TOLERATION}.operator", "must be Exists when key is empty"),
+    ),
+    (
+        "tp-toleration-key-with-space",
+        _toleration(key="shoal dev/dedicated", operator="Exists"),
+        (f"{TOLERATION}.key", "label key"),
+    ),
+    (
+        "tp-toleration-key-two-slashes",
+        _toleration(key="a/b/c", operator="Exists"),
+        (f"{TOLERATION}.key", "label key"),
+    ),
+    (
+        "tp-toleration-value-with-space",
+        _toleration(key="shoal.dev/dedicated", value="yes please"),
+        (f"{TOLERATION}.value", LABEL_VALUE),
+    ),
+    (
+        "tp-node-selector-key-with-space",
+        (("spec.placement.nodeSelector", {"node group": "dedicated-gpu"}),),
+        ("spec.placement.nodeSelector", f"every key {LABEL_KEY}"),
+    ),
+    (
+        "tp-node-selector-key-name-too-long",
+        (("spec.placement.nodeSelector", {"shoal.dev/" + "n" * 64: "x"}),),
+        ("spec.placement.nodeSelector", f"every key {LABEL_KEY}"),
+    ),
+    (
+        "tp-node-selector-key-prefix-too-long",
+        (("spec.placement.nodeSelector", {"p" * 254 + "/group": "x"}),),
+        ("spec.placement.nodeSelector", f"every key {LABEL_KEY}"),
+    ),
+    (
+        "tp-node-selector-value-100k",
+        (("spec.placement.nodeSelector", {"shoal.dev/node-group": "v" * 102_400}),),
+        ("spec.placement.nodeSelector", "may not be more than 63"),
+    ),
+    (
+        "tp-node-selector-value-slash",
+        (("spec.placement.nodeSelector", {"shoal.dev/node-group": "dedicated/gpu"}),),
+        ("spec.placement.nodeSelector", LABEL_VALUE),
+    ),
+    (
+        "tp-gpu-product-with-spaces",
+        (("spec.placement.gpuProduct", "NVIDIA H100 80GB HBM3"),),
+        ("spec.placement.gpuProduct", LABEL_VALUE),
+    ),
+    (
+        "tp-gpu-product-empty",
+        (("spec.placement.gpuProduct", ""),),
+        ("spec.placement.gpuProduct", "at least 1 chars long"),
+    ),
+)
+
+SELECTORS = _cases(
+    TP,
+    "shared",
+    (
+        "tp-selector-match-labels-key-with-space",
+        (("spec.tenants.selector", {"matchLabels": {"team name": "ads"}}),),
+        ("spec.tenants.selector.matchLabels", f"every key {LABEL_KEY}"),
+    ),
+    (
+        "tp-selector-match-labels-value-with-space",
+        (("spec.tenants.selector", {"matchLabels": {"team": "ads and labs"}}),),
+        ("spec.tenants.selector.matchLabels", LABEL_VALUE),
+    ),
+    (
+        "tp-selector-expression-key-invalid",
+        (("spec.tenants.selector.matchExpressions.0.key", "-name"),),
+        ("spec.tenants.selector.matchExpressions[0].key", LABEL_KEY),
+    ),
+    (
+        "tp-selector-expression-value-invalid",
+        (("spec.tenants.selector.matchExpressions.0.values", ["team ads"]),),
+        ("spec.tenants.selector.matchExpressions[0].values[0]", LABEL_VALUE),
+    ),
+    # An empty selector matches every namespace, kube-system included.
+    (
+        "tp-selector-empty",
+        (("spec.tenants", {"selector": {}}),),
+        ("spec.tenants.selector", "empty selector admits every namespace"),
+    ),
+    (
+        "tp-selector-empty-lists",
+        (("spec.tenants", {"selector": {"matchLabels": {}, "matchExpressions": []}}),),
+        ("spec.tenants.selector", "empty selector admits every namespace"),
+    ),
+    (
+        "tp-selector-empty-beside-namespaces",
+        (("spec.tenants", {"namespaces": ["team-ads"], "selector": {}}),),
+        ("spec.tenants.selector", "empty selector admits every namespace"),
+    ),
+)
+
+# Values that reach a rendered child object, bounded by what the child accepts.
+RUNTIME_AND_SCALING = _cases(
+    IM,
+    "search-ranker",
+    ("im-memory-negative", (("spec.runtime.memory", "-8Gi"),), ("spec.runtime.memory", QUANTITY)),
+    ("im-cpu-zero", (("spec.runtime.cpu", "0"),), ("spec.runtime.cpu", QUANTITY)),
+    ("im-cpu-zero-decimal", (("spec.runtime.cpu", "0.000"),), ("spec.runtime.cpu", QUANTITY)),
+    (
+        "im-cpu-negative-number",
+        (("spec.runtime.cpu", -0.5),),
+        ("spec.runtime.cpu", "should be greater than 0"),
+    ),
+    ("im-cpu-zero-number", (("spec.runtime.cpu", 0),), ("spec.runtime.cpu", "greater than 0")),
+    (
+        "im-memory-bad-exponent",
+        (("spec.runtime.memory", "8e1.5"),),
+        ("spec.runtime.memory", QUANTITY),
+    ),
+    (
+        "im-shm-size-object",
+        (("spec.runtime.shmSize", {"size": "1Gi"}),),
+        ("spec.runtime.shmSize", "at most 0"),
+    ),
+    ("im-cpu-boolean", (("spec.runtime.cpu", True),), ("spec.runtime.cpu", "must not validate")),
+    (
+        "im-image-leading-space",
+        (("spec.runtime.image", " nvcr.io/nvidia/tritonserver:24.10-py3"),),
+        ("spec.runtime.image", "must be an image reference"),
+    ),
+    (
+        "im-image-uppercase-repository",
+        (("spec.runtime.image", "nvcr.io/NVIDIA/tritonserver:24.10-py3"),),
+        ("spec.runtime.image", "must be an image reference"),
+    ),
+    (
+        "im-image-two-tags",
+        (("spec.runtime.image", "tritonserver:24.10:latest"),),
+        ("spec.runtime.image", "must be an image reference"),
+    ),
+    (
+        "im-scale-down-window-2h",
+        (("spec.scaling.scaleDown.stabilizationWindow", "2h"),),
+        ("spec.scaling.scaleDown.stabilizationWindow", DURATION, "from 0s to 1h"),
+    ),
+    (
+        "im-scale-up-window-3601s",
+        (("spec.scaling.scaleUp", {"stabilizationWindow": "3601s"}),),
+        ("spec.scaling.scaleUp.stabilizationWindow", "from 0s to 1h"),
+    ),
+    (
+        "im-p95-zero",
+        (("spec.scaling.targetP95Latency", "0s"),),
+        ("spec.scaling.targetP95Latency", DURATION, "from 1ms to 1h"),
+    ),
+    (
+        "im-p95-below-a-millisecond",
+        (("spec.scaling.targetP95Latency", "999us"),),
+        ("spec.scaling.targetP95Latency", "from 1ms to 1h"),
+    ),
+    (
+        "im-schedule-duration-zero",
+        (("spec.scaling.schedules.0.duration", "0s"),),
+        ("spec.scaling.schedules[0].duration", "from 1s to 744h"),
+    ),
+    (
+        "im-override-delay-1m",
+        (("spec.batchPolicy.maxQueueDelay", "1m"),),
+        ("spec.batchPolicy.maxQueueDelay", "from 0s to 10s"),
+    ),
+    (
+        "im-delay-hours-overflow",
+        (("spec.batchPolicy.maxQueueDelay", "999999h"),),
+        ("spec.batchPolicy.maxQueueDelay", DURATION),
+    ),
+)
+
+DURATIONS = _cases(
+    BP,
+    "offline",
+    (
+        "bp-delay-999999h",
+        (("spec.maxQueueDelay", "999999h"),),
+        ("spec.maxQueueDelay", DURATION, "from 0s to 10s"),
+    ),
+    (
+        "bp-delay-11s",
+        (("spec.maxQueueDelay", "11s"),),
+        ("spec.maxQueueDelay", "from 0s to 10s"),
+    ),
+    (
+        "bp-delay-many-long-parts",
+        (("spec.maxQueueDelay", "99999h99999h99999h"),),
+        ("spec.maxQueueDelay", "from 0s to 10s"),
+    ),
+    (
+        "bp-timeout-2h",
+        (("spec.queuePolicy.timeout", "2h"),),
+        ("spec.queuePolicy.timeout", "from 0s to 1h"),
+    ),
+    (
+        "bp-timeout-negative",
+        (("spec.queuePolicy.timeout", "-1s"),),
+        ("spec.queuePolicy.timeout", DURATION),
+    ),
+)
+
+SCHEDULES = _cases(
+    IM,
+    "search-ranker",
+    *(
+        (
+            f"im-cron-{name}",
+            (("spec.scaling.schedules.0.start", start),),
+            (
+                "spec.scaling.schedules[0].start",
+                CRON,
+            ),
+        )
+        for name, start in (
+            ("minute-61", "61 * * * *"),
+            ("hour-24", "0 24 * * *"),
+            ("day-0", "0 8 0 * *"),
+            ("day-32", "0 8 32 * *"),
+            ("month-13", "0 8 * 13 *"),
+            ("month-word", "0 8 * janvier *"),
+            ("weekday-8", "0 8 * * 8"),
+            ("step-zero", "*/0 * * * *"),
+            ("step-60", "*/60 * * * *"),
+            ("six-fields", "0 0 8 * * 1"),
+            ("four-fields", "0 8 * *"),
+            ("macro", "@daily"),
+            ("quartz-last", "0 8 L * *"),
+            ("range-missing-end", "0 8-  * * *"),
+        )
+    ),
+    (
+        "im-time-zone-mars",
+        (("spec.scaling.schedules.0.timeZone", "Mars/Olympus"),),
+        ("spec.scaling.schedules[0].timeZone", "must be an IANA time zone"),
+    ),
+    (
+        "im-time-zone-offset",
+        (("spec.scaling.schedules.0.timeZone", "+02:00"),),
+        ("spec.scaling.schedules[0].timeZone", "must be an IANA time zone"),
+    ),
+    (
+        "im-time-zone-lowercase",
+        (("spec.scaling.schedules.0.timeZone", "europe/paris"),),
+        ("spec.scaling.schedules[0].timeZone", "must be an IANA time zone"),
+    ),
+)
+
+STORAGE = _cases(
+    IM,
+    "search-ranker",
+    *(
+        (
+            f"im-storage-{name}",
+            (("spec.model.storageUri", uri),),
+            (
+                "spec.model.storageUri",
+                words,
+            ),
+        )
+        for name, uri, words in (
+            ("pvc-traversal", "pvc://claim/../../etc", "'..' path segments"),
+            ("pvc-traversal-at-end", "pvc://claim/models/..", "'..' path segments"),
+            ("dot-segment", "s3://models/./ranker", "'..' path segments"),
+            ("encoded-traversal", "s3://models/%2e%2e/secrets", "'..' path segments"),
+            ("encoded-upper-traversal", "gs://models/.%2E/secrets", "'..' path segments"),
+            ("encoded-slash-traversal", "pvc://claim/..%2fetc", "'..' path segments"),
+            ("backslash-traversal", "pvc://claim/..\\etc", "'..' path segments"),
+            ("https-password", "https://user:password@models.example.com/ranker", "IRSA"),
+            ("https-token", "https://token@models.example.com/ranker", "credentials"),
+            ("query", "s3://models/ranker?versionId=3", "query (?)"),
+            ("fragment", "https://models.example.com/ranker#v2", "fragment (#)"),
+            ("s3-underscore", "s3://my_models/ranker", "must be s3://bucket/path"),
+            ("s3-too-short", "s3://ab/ranker", "must name a bucket"),
+            ("s3-too-long", f"s3://{'b' * 64}/ranker", "must name a bucket"),
+            ("s3-double-dot", "s3://models..bucket/ranker", "must name a bucket"),
+            ("s3-ip-address", "s3://192.168.10.5/ranker", "must name a bucket"),
+            ("gs-google", "gs://my-google-models/ranker", "must name a bucket"),
+            ("gs-part-too-long", f"gs://{'g' * 64}.models/ranker", "must name a bucket"),
+            ("pvc-claim-too-long", f"pvc://{'c' * 254}/ranker", "must name a bucket or claim"),
+            ("https-space-host", "https://models example.com/ranker", "must be s3://bucket/path"),
+        )
+    ),
+)
+
+CROSS_FIELD = _cases(
+    IM,
+    "search-ranker",
+    (
+        "im-warmup-above-override",
+        (("spec.batchPolicy.maxBatchSize", 4),),
+        ("spec.model.warmup.batchSizes", "at most the model's maxBatchSize"),
+    ),
+    (
+        "im-warmup-above-default",
+        (("spec.batchPolicy", DELETE), ("spec.model.warmup.batchSizes", [1, 64])),
+        ("spec.model.warmup.batchSizes", "at most the model's maxBatchSize"),
+    ),
+    (
+        "im-latest-with-versions",
+        (("spec.model.versionPolicy", {"policy": "Latest", "versions": [3]}),),
+        ("spec.model.versionPolicy.versions", "only to policy Specific"),
+    ),
+    (
+        "im-all-with-versions",
+        (("spec.model.versionPolicy", {"policy": "All", "versions": [1, 2]}),),
+        ("spec.model.versionPolicy.versions", "only to policy Specific"),
+    ),
+    (
+        "im-specific-with-latest",
+        (("spec.model.versionPolicy", {"policy": "Specific", "versions": [1], "latest": 2}),),
+        ("spec.model.versionPolicy.latest", "only to policy Latest"),
+    ),
+    (
+        "im-all-with-latest",
+        (("spec.model.versionPolicy", {"policy": "All", "latest": 3}),),
+        ("spec.model.versionPolicy.latest", "only to policy Latest"),
+    ),
+    (
+        "im-duplicate-inputs",
+        (
+            (
+                "spec.model.inputs",
+                [
+                    {"name": "features", "dataType": "FP32", "dims": [128]},
+                    {"name": "features", "dataType": "FP16", "dims": [64]},
+                ],
+            ),
+        ),
+        ("spec.model.inputs[1]", "Duplicate value"),
+    ),
+    (
+        "im-duplicate-outputs",
+        (
+            (
+                "spec.model.outputs",
+                [
+                    {"name": "score", "dataType": "FP32", "dims": [1]},
+                    {"name": "score", "dataType": "FP32", "dims": [1]},
+                ],
+            ),
+        ),
+        ("spec.model.outputs[1]", "Duplicate value"),
+    ),
+    (
+        "im-output-named-as-input",
+        (("spec.model.outputs.0.name", "features"),),
+        ("spec.model.outputs", "may not have the name of an input"),
+    ),
+    (
+        "im-10000-parameters",
+        (("spec.model.parameters", {f"p{i}": "1" for i in range(10_000)}),),
+        ("spec.model.parameters", "must have at most 128"),
+    ),
+    (
+        "im-parameter-name-with-space",
+        (("spec.model.parameters", {"batch size": "8"}),),
+        ("spec.model.parameters", "every key must be a parameter name"),
+    ),
+)
+
+# An explicit null (an empty YAML value, a missing Helm value) on a scalar field with a
+# default. (For an object or list, null means its defaults: tests/support/unusual.py.)
+NULLS = (
+    Case(
+        "im-min-replicas-null",
+        IM,
+        "search-ranker",
+        (("spec.scaling.minReplicas", None),),
+        ("spec.scaling.minReplicas", NULL),
+    ),
+    Case(
+        "im-memory-null",
+        IM,
+        "search-ranker",
+        (("spec.runtime.memory", None),),
+        ("spec.runtime.memory", NULL),
+    ),
+    Case(
+        "im-time-zone-null",
+        IM,
+        "search-ranker",
+        (("spec.scaling.schedules.0.timeZone", None),),
+        ("spec.scaling.schedules[0].timeZone", NULL),
+    ),
+    Case(
+        "bp-max-batch-null",
+        BP,
+        "offline",
+        (("spec.maxBatchSize", None),),
+        ("spec.maxBatchSize", NULL),
+    ),
+    Case(
+        "bp-timeout-action-null",
+        BP,
+        "offline",
+        (("spec.queuePolicy.timeoutAction", None),),
+        # An enum refuses the null before the rule runs.
+        ("spec.queuePolicy.timeoutAction", "Unsupported value: null"),
+    ),
+    Case(
+        "tp-toleration-operator-null",
+        TP,
+        "critical",
+        (("spec.placement.tolerations.0.operator", None),),
+        (f"{TOLERATION}.operator", "Unsupported value: null"),
+    ),
+)
+
+# Refused by the admission policy: what a model alone needs exceeds its pool's
+# per-namespace quota.
+_WINDOW = {"name": "peak", "start": "0 8 * * 1-5", "duration": "10h"}
+ADMISSION = (
+    Case(
+        "im-admission-floor-over-gpus",
+        IM,
+        "search-ranker",
+        (("spec.scaling.schedules", [{**_WINDOW, "minReplicas": 5}]),),
+        ("spec.scaling.schedules[0].minReplicas", "scheduled floor peak needs 5 GPUs", "allows 4"),
+        pool={"quota": {"gpus": 4}},
+    ),
+    Case(
+        "im-admission-second-floor-over-gpus",
+        IM,
+        "search-ranker",
+        (
+            ("spec.runtime.gpus", 2),
+            (
+                "spec.scaling.schedules",
+                [{**_WINDOW, "minReplicas": 2}, {**_WINDOW, "name": "sale", "minReplicas": 3}],
+            ),
+        ),
+        ("spec.scaling.schedules[1].minReplicas", "floor sale needs 6 GPUs", "allows 5"),
+        pool={"quota": {"gpus": 5}},
+    ),
+    Case(
+        "im-admission-warm-pool-over-replicas",
+        IM,
+        "search-ranker",
+        (("spec.scaling.minReplicas", 3),),
+        ("spec.scaling.minReplicas", "warm pool needs 3 replicas", "allows 2"),
+        pool={"quota": {"gpus": 100, "replicas": 2}},
+    ),
+    Case(
+        "im-admission-floor-over-replicas",
+        IM,
+        "search-ranker",
+        (("spec.runtime.gpus", 0),),
+        ("spec.scaling.schedules[0].minReplicas", "floor business-hours needs 4 replicas"),
+        pool={"quota": {"gpus": 0, "replicas": 3}},
+    ),
+)
+
+CASES += PLACEMENT + SELECTORS + RUNTIME_AND_SCALING + DURATIONS + SCHEDULES + STORAGE
+CASES += CROSS_FIELD + NULLS + ADMISSION

@@ -39,6 +39,8 @@ def test_schemas_are_structural_and_described(kind: Any) -> None:
             assert not any(k.startswith("x-shoal") for k in node), path
             if node.get("x-kubernetes-int-or-string"):
                 continue
+            if node.get("x-kubernetes-preserve-unknown-fields") and "pattern" in node:
+                continue  # a quantity: a string or a number
             assert node.get("type"), f"{kind.name}.{path} has no type"
             assert "anyOf" not in node, path
             is_item = path.endswith("[]") or path.endswith("{}")
@@ -64,3 +66,48 @@ def test_every_kind_has_status_subresource_columns_and_category() -> None:
             "reason",
             "lastTransitionTime",
         }
+
+
+def _spec_nodes(kind: Any) -> list[tuple[str, dict[str, Any]]]:
+    root = crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return _walk(root["properties"]["spec"], "spec")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_every_spec_value_is_bounded(kind: Any) -> None:
+    """What reaches a rendered object, and the CEL cost of checking it, has a limit."""
+    for path, node in _spec_nodes(kind):
+        if node.get("type") == "string" or "pattern" in node:
+            assert "maxLength" in node or "enum" in node, f"{path} has no maxLength"
+        if node.get("type") == "array":
+            assert "maxItems" in node, f"{path} has no maxItems"
+        if node.get("type") == "object" and "additionalProperties" in node:
+            assert "maxProperties" in node, f"{path} has no maxProperties"
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_every_pattern_is_explained_in_words(kind: Any) -> None:
+    """The API server prints a bare regular expression when a pattern fails; a rule beside
+    it says what is expected. (A quantity, which may be a number, cannot have a rule: the
+    name of its pattern's group says it.)"""
+    for path, node in _spec_nodes(kind):
+        if "pattern" not in node:
+            continue
+        if node.get("x-kubernetes-preserve-unknown-fields"):
+            assert "(?P<a_positive_quantity" in node["pattern"], path
+            continue
+        messages = [r["message"] for r in node.get("x-kubernetes-validations", [])]
+        assert any(m.startswith("must be") for m in messages), f"{path}: {messages}"
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_an_explicit_null_on_a_defaulted_field_is_refused(kind: Any) -> None:
+    """The API server would drop the null and apply the default, silently."""
+    for path, node in _spec_nodes(kind):
+        rules = {r.get("fieldPath"): r for r in node.get("x-kubernetes-validations", [])}
+        for name, sub in node.get("properties", {}).items():
+            if "default" in sub and not isinstance(sub["default"], dict | list):
+                assert sub.get("nullable") is True, f"{path}.{name}"
+                assert "must not be null" in rules[f".{name}"]["message"], f"{path}.{name}"
+            elif "default" in sub:  # an object or list: null means its defaults
+                assert not sub.get("nullable"), f"{path}.{name}"

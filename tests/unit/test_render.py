@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from google.protobuf import text_format
+from pydantic import ValidationError
 from tritonclient.grpc import model_config_pb2 as pb
 
 from shoal.api.batchpolicy import BatchPolicy, BatchPolicySpec
@@ -80,9 +81,11 @@ def test_overrides_win_over_the_policy_and_are_checked() -> None:
     im = model(batchPolicy={"name": "interactive", "maxQueueDelay": "3ms", "maxBatchSize": 16})
     merged = effective_batching(im, policy())
     assert (merged.max_queue_delay, merged.max_batch_size) == ("3ms", 16)
-    broken = model(batchPolicy={"name": "interactive", "maxBatchSize": 2})
+    doc = example("InferenceModel", "search-ranker")
+    doc["spec"]["batchPolicy"] = {"name": "interactive", "maxBatchSize": 2}
+    del doc["spec"]["model"]["warmup"]
     with pytest.raises(ValueError, match="preferred batch size"):
-        effective_batching(broken, policy())
+        effective_batching(InferenceModel.model_validate(doc), policy())
 
 
 def test_without_a_policy_the_defaults_apply() -> None:
@@ -203,9 +206,24 @@ def test_render_names_an_invalid_document() -> None:
 
 
 def test_a_warmup_batch_above_the_maximum_is_refused() -> None:
-    """Triton would refuse to load such a model; the operator says why instead."""
-    im = model(batchPolicy={"name": "interactive", "maxBatchSize": 8})
-    doc = im.model_dump(by_alias=True)
+    """Triton would refuse to load such a model. Where the model's own override decides
+    the maximum, the API refuses it; where its BatchPolicy does, the operator says why."""
+    doc = model().model_dump(by_alias=True)
     doc["spec"]["model"]["warmup"] = {"batchSizes": [1, 16]}
-    with pytest.raises(ValueError, match=r"warmup batch sizes \[16\] exceed the maxBatchSize of 8"):
+    with pytest.raises(
+        ValueError, match="warmup batch sizes \\[16\\] exceed the maxBatchSize of 8"
+    ):
         effective_batching(InferenceModel.model_validate(doc), policy())
+    doc["spec"]["batchPolicy"]["maxBatchSize"] = 8
+    with pytest.raises(ValidationError, match="warm-up batch sizes must be at most"):
+        InferenceModel.model_validate(doc)
+
+
+def test_autoscaler_targets_are_canonical_quantities() -> None:
+    """The API server stores "1000m" as "1" and 1000 as "1k": rendering anything else
+    would differ from the live HPA on every pass."""
+    im = model(scaling={"maxReplicas": 4, "targetP95Latency": "1s", "targetQueueDepth": 1000})
+    objs = objects_by_kind(model_objects(im, policy(), pool()))
+    metrics = objs["HorizontalPodAutoscaler"]["spec"]["metrics"]
+    assert metrics[0]["pods"]["target"]["averageValue"] == "1k"
+    assert metrics[1]["object"]["target"]["value"] == "1"

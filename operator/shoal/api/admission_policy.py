@@ -1,5 +1,6 @@
 """The ValidatingAdmissionPolicy that lets the API server itself refuse a model its
-pool does not admit, or whose warm pool alone exceeds the pool's GPU quota.
+pool does not admit, or whose warm pool or scheduled floors alone exceed the pool's
+per-namespace quota (GPUs, replicas).
 
 It takes every TenantPool as a parameter and checks the one the model names; when no
 pool exists yet the request is allowed and the operator reports TenantPoolNotFound.
@@ -24,6 +25,16 @@ _SELECTOR_MATCHES = (
     "e.operator == 'NotIn' ? !(e.key in variables.labels && variables.labels[e.key] in e.values) : "
     "e.operator == 'Exists' ? e.key in variables.labels : !(e.key in variables.labels)))"
 )
+
+
+def _floor_message(index: str, needs: str, quota: str, unit: str) -> str:
+    """The message for the scheduled window at ``index`` whose floor needs ``needs``."""
+    window = f"variables.floors[{index}]"
+    return (
+        f"'spec.scaling.schedules[' + string({index}) + '].minReplicas: the scheduled floor ' + "
+        f"{window}.name + ' needs ' + string({needs}) + ' {unit}; TenantPool ' + "
+        f"params.metadata.name + ' allows ' + string({quota}) + ' per namespace'"
+    )
 
 
 def admission_policy() -> list[dict[str, Any]]:
@@ -56,6 +67,32 @@ def admission_policy() -> list[dict[str, Any]]:
                 {"name": "thisPool", "expression": "params.metadata.name == object.spec.pool"},
                 {"name": "labels", "expression": "namespaceObject.metadata.labels"},
                 {"name": "nsName", "expression": "namespaceObject.metadata.name"},
+                {"name": "gpus", "expression": "object.spec.runtime.gpus"},
+                {"name": "warm", "expression": "object.spec.scaling.minReplicas"},
+                {
+                    "name": "floors",
+                    "expression": "has(object.spec.scaling.schedules) ? "
+                    "object.spec.scaling.schedules : []",
+                },
+                {"name": "quotaGpus", "expression": "params.spec.quota.gpus"},
+                {
+                    "name": "quotaReplicas",
+                    # -1: no replica quota.
+                    "expression": "has(params.spec.quota.replicas) ? "
+                    "params.spec.quota.replicas : -1",
+                },
+                # Indices of the scheduled windows whose floor alone exceeds the quota.
+                {
+                    "name": "overGpus",
+                    "expression": "lists.range(size(variables.floors)).filter(i, "
+                    "variables.floors[i].minReplicas * variables.gpus > variables.quotaGpus)",
+                },
+                {
+                    "name": "overReplicas",
+                    "expression": "lists.range(size(variables.floors)).filter(i, "
+                    "variables.quotaReplicas >= 0 && "
+                    "variables.floors[i].minReplicas > variables.quotaReplicas)",
+                },
             ],
             "validations": [
                 {
@@ -69,12 +106,39 @@ def admission_policy() -> list[dict[str, Any]]:
                 },
                 {
                     "expression": "!variables.thisPool || "
-                    "object.spec.scaling.minReplicas * object.spec.runtime.gpus "
-                    "<= params.spec.quota.gpus",
+                    "variables.warm * variables.gpus <= variables.quotaGpus",
                     "messageExpression": "'spec.scaling.minReplicas: the warm pool needs ' + "
-                    "string(object.spec.scaling.minReplicas * object.spec.runtime.gpus) + "
+                    "string(variables.warm * variables.gpus) + "
                     "' GPUs; TenantPool ' + params.metadata.name + ' allows ' + "
-                    "string(params.spec.quota.gpus) + ' per namespace'",
+                    "string(variables.quotaGpus) + ' per namespace'",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "!variables.thisPool || size(variables.overGpus) == 0",
+                    "messageExpression": _floor_message(
+                        "variables.overGpus[0]",
+                        "variables.floors[variables.overGpus[0]].minReplicas * variables.gpus",
+                        "variables.quotaGpus",
+                        "GPUs",
+                    ),
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "!variables.thisPool || variables.quotaReplicas < 0 || "
+                    "variables.warm <= variables.quotaReplicas",
+                    "messageExpression": "'spec.scaling.minReplicas: the warm pool needs ' + "
+                    "string(variables.warm) + ' replicas; TenantPool ' + params.metadata.name + "
+                    "' allows ' + string(variables.quotaReplicas) + ' per namespace'",
+                    "reason": "Forbidden",
+                },
+                {
+                    "expression": "!variables.thisPool || size(variables.overReplicas) == 0",
+                    "messageExpression": _floor_message(
+                        "variables.overReplicas[0]",
+                        "variables.floors[variables.overReplicas[0]].minReplicas",
+                        "variables.quotaReplicas",
+                        "replicas",
+                    ),
                     "reason": "Forbidden",
                 },
             ],

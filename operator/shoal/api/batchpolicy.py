@@ -13,8 +13,7 @@ from pydantic import Field
 
 from shoal.api.common import (
     Conditions,
-    Duration,
-    KopfState,
+    DurationFormat,
     ObjectMeta,
     Rule,
     SpecModel,
@@ -25,6 +24,13 @@ from shoal.api.common import (
 
 MAX_BATCH = 4096
 MAX_PRIORITY_LEVELS = 16
+DEFAULT_MAX_BATCH = 32
+
+# Triton holds both in 64-bit microseconds; the bounds are what makes sense. A request
+# waits for others to join its batch for milliseconds, not minutes; a queue timeout past
+# an hour outlives any client waiting for the answer.
+QueueDelay = Annotated[str, DurationFormat("0s", "10s", example="2ms")]
+QueueTimeout = Annotated[str, DurationFormat("0s", "1h", example="30s")]
 
 
 class QueuePolicy(SpecModel):
@@ -36,7 +42,7 @@ class QueuePolicy(SpecModel):
         le=1_000_000,
         description="Most requests that may wait; more are rejected at once. 0 means unbounded.",
     )
-    timeout: Duration = Field(
+    timeout: QueueTimeout = Field(
         default="0s",
         description="How long a request may wait in the queue before timeoutAction applies; "
         "0s means no timeout.",
@@ -65,12 +71,12 @@ class BatchPolicySpec(SpecModel):
     """How requests are gathered into batches before they reach the model."""
 
     max_batch_size: int = Field(
-        default=32,
+        default=DEFAULT_MAX_BATCH,
         ge=1,
         le=MAX_BATCH,
         description="Largest batch the model executes. Becomes the model's max_batch_size.",
     )
-    max_queue_delay: Duration = Field(
+    max_queue_delay: QueueDelay = Field(
         default="2ms",
         description="Longest a request waits for others to join its batch, e.g. 500us, 5ms. "
         "Longer waits give bigger batches and more throughput, at some latency.",
@@ -118,20 +124,22 @@ class BatchPolicySpec(SpecModel):
 
     rules = (
         Rule(
-            cel="!has(self.preferredBatchSizes) || "
+            # has(): a null (refused by its own rule) must not make this one fail to run.
+            cel="!has(self.preferredBatchSizes) || !has(self.maxBatchSize) || "
             "self.preferredBatchSizes.all(s, s <= self.maxBatchSize)",
             check=lambda s: all(b <= s.max_batch_size for b in s.preferred_batch_sizes),
             message="every preferred batch size must be at most maxBatchSize",
             field=".preferredBatchSizes",
         ),
         Rule(
-            cel="!has(self.defaultPriority) || self.defaultPriority <= self.priorityLevels",
+            cel="!has(self.defaultPriority) || !has(self.priorityLevels) || "
+            "self.defaultPriority <= self.priorityLevels",
             check=lambda s: s.default_priority is None or s.default_priority <= s.priority_levels,
             message="defaultPriority must be between 1 and priorityLevels",
             field=".defaultPriority",
         ),
         Rule(
-            cel="!has(self.priorityQueuePolicies) || "
+            cel="!has(self.priorityQueuePolicies) || !has(self.priorityLevels) || "
             "self.priorityQueuePolicies.all(p, p.priority <= self.priorityLevels)",
             check=lambda s: all(p.priority <= s.priority_levels for p in s.priority_queue_policies),
             message="each priorityQueuePolicies[].priority must be at most priorityLevels",
@@ -150,7 +158,6 @@ class BatchPolicyStatus(SpecModel):
     models: int | None = Field(
         default=None, ge=0, description="How many InferenceModels use this policy."
     )
-    kopf: KopfState | None = Field(default=None, description="Operator framework bookkeeping.")
 
 
 class BatchPolicy(SpecModel):

@@ -9,21 +9,29 @@ OpenAPI bounds and patterns, and :class:`Rule` objects become CEL
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
+from annotated_types import GroupedMetadata
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     PlainSerializer,
+    StringConstraints,
     WithJsonSchema,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
+
+from shoal.api.quantity import canonical_quantity
 
 # ----------------------------------------------------------------------------- rules
 
@@ -49,6 +57,81 @@ class Rule:
         return out
 
 
+def cel_string(text: str) -> str:
+    """``text`` as a CEL raw string literal (backslashes kept as they are)."""
+    if "'" in text or "\n" in text:
+        raise ValueError(f"cannot quote {text!r} as a CEL raw string")
+    return f"r'{text}'"
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule on one value (a string, a number), for the API server and for Python.
+
+    Placed in an ``Annotated`` type, it adds a CEL rule to the value's own schema
+    (``self`` is the value) and runs ``check`` as a pydantic validator. On the key type
+    of a map, the CRD generator applies it to every key of the map. ``message`` says,
+    in words, what is expected: "must be a duration such as 5ms".
+    """
+
+    cel: str
+    check: Callable[[Any], bool]
+    message: str
+    example: str | None = None
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        def validate(value: Any) -> Any:
+            if not self.check(value):
+                raise ValueError(self.message)
+            return value
+
+        return core_schema.no_info_after_validator_function(validate, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        out = dict(handler(schema))
+        rule = {"rule": self.cel, "message": self.message}
+        out["x-kubernetes-validations"] = [*out.get("x-kubernetes-validations", []), rule]
+        if self.example is not None:
+            out["example"] = self.example
+        return out
+
+
+def matches(pattern: str, text: str) -> bool:
+    """Whether ``text`` matches an anchored ``pattern`` as RE2 (CEL, OpenAPI) matches it."""
+    return re.fullmatch(pattern, text) is not None
+
+
+@dataclass(frozen=True)
+class TextFormat(GroupedMetadata):
+    """A string format: ``pattern`` (anchored ``^(...)$``) and length bounds in the schema,
+    and a rule beside them whose refusal says the string must be ``what``.
+
+    Usage: ``Annotated[str, TextFormat(...)]``.
+    """
+
+    pattern: str
+    what: str
+    max_length: int
+    min_length: int = 0
+    example: str | None = None
+
+    def __iter__(self) -> Iterator[Any]:
+        yield StringConstraints(
+            pattern=self.pattern, max_length=self.max_length, min_length=self.min_length or None
+        )
+        pattern = self.pattern
+        yield Check(
+            cel=f"self.matches({cel_string(pattern)})",
+            check=lambda value: matches(pattern, value),
+            message=f"must be {self.what}",
+            example=self.example,
+        )
+
+
 def _emit_rules(schema: dict[str, Any], cls: type[BaseModel]) -> None:
     rules: tuple[Rule, ...] = getattr(cls, "rules", ())
     if rules:
@@ -57,14 +140,15 @@ def _emit_rules(schema: dict[str, Any], cls: type[BaseModel]) -> None:
 
 def name_rule(pattern: str, max_length: int, message: str) -> Rule:
     """A root-level rule on ``metadata.name``: the names of derived objects constrain it
-    more than Kubernetes does."""
+    more than Kubernetes does. The API server names ``metadata.name`` in its error."""
     return Rule(
-        cel=f"self.metadata.name.matches('{pattern}') && size(self.metadata.name) <= {max_length}",
+        cel=f"self.metadata.name.matches({cel_string(pattern)}) "
+        f"&& size(self.metadata.name) <= {max_length}",
         check=lambda obj: (
-            re.fullmatch(pattern, obj.metadata.name) is not None
-            and len(obj.metadata.name) <= max_length
+            matches(pattern, obj.metadata.name) and len(obj.metadata.name) <= max_length
         ),
         message=message,
+        field=".metadata.name",
     )
 
 
@@ -84,6 +168,23 @@ class SpecModel(BaseModel):
 
     #: Cross-field rules; emitted as x-kubernetes-validations on this object's schema.
     rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_the_defaults(cls, data: Any) -> Any:
+        """An object or list field given as null gets its defaults, as the API server
+        does: it drops the null and defaults the field (see crd._refuse_null_for_defaults
+        for why scalars are refused instead)."""
+        if not isinstance(data, dict):
+            return data
+        nulls = {
+            key
+            for name, info in cls.model_fields.items()
+            if info.default_factory is not None
+            for key in (name, info.alias)
+            if key in data and data[key] is None
+        }
+        return {k: v for k, v in data.items() if k not in nulls} if nulls else data
 
     @model_validator(mode="after")
     def _check_rules(self) -> SpecModel:
@@ -129,58 +230,214 @@ def unique_by(key: str) -> AfterValidator:
     return AfterValidator(_unique_by(key))
 
 
-# ----------------------------------------------------------------------------- strings
+# ----------------------------------------------------------------------------- durations
 
-# At most six digits before each unit: with the 32-character limit, any duration fits
-# Triton's microsecond fields (a 400000000000m queue delay overflowed them).
-DURATION_PATTERN = r"^([0-9]{1,6}(\.[0-9]+)?(ns|us|ms|s|m|h))+$"
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# A Go duration (time.ParseDuration, which CEL's duration() runs) without a sign: one to
+# eight parts such as 1h, 30m or 1.5s. Each unit allows as many digits as keep every
+# duration the pattern admits below Go's limit of about 292 years, so the API server's
+# duration() never overflows on one; each field then bounds its duration by value.
+_DURATION_DIGITS = {"ns": 18, "us": 15, "ms": 12, "s": 9, "m": 7, "h": 5}
+DURATION_PATTERN = (
+    "^("
+    + "|".join(f"[0-9]{{1,{n}}}(\\.[0-9]+)?{unit}" for unit, n in _DURATION_DIGITS.items())
+    + "){1,8}$"
+)
+_DURATION_PART = re.compile(r"([0-9]+)(?:\.([0-9]+))?(ns|us|ms|s|m|h)")
+_UNIT_NANOSECONDS = {
+    "ns": 1,
+    "us": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 6 * 10**10,
+    "h": 36 * 10**11,
+}
+
+
+def duration_nanoseconds(text: str) -> int:
+    """Nanoseconds in a duration such as ``"1m30s"``, exactly as Go's
+    time.ParseDuration (and so the API server's CEL ``duration()``) computes them."""
+    if not matches(DURATION_PATTERN, text):
+        raise ValueError(f"{text!r} is not a duration such as 5ms, 1.5s or 1m30s")
+    total = 0
+    for whole, fraction, unit in _DURATION_PART.findall(text):
+        nanos = _UNIT_NANOSECONDS[unit]
+        value = int(whole) * nanos
+        # Go's leadingFraction: digits past int64 precision are dropped, and the fraction
+        # is scaled in float64.
+        digits, scale, overflow = 0, 1.0, False
+        for char in fraction:
+            if overflow:
+                continue
+            if digits > (2**63 - 1) // 10 or digits * 10 + int(char) > 2**63:
+                overflow = True
+                continue
+            digits, scale = digits * 10 + int(char), scale * 10
+        if digits:
+            value += int(float(digits) * (float(nanos) / scale))
+        total += value
+    return total
 
 
 def parse_duration(text: str) -> float:
     """Seconds in a Go-style duration string such as ``"1m30s"`` or ``"500us"``."""
-    if not re.fullmatch(DURATION_PATTERN, text):
-        raise ValueError(f"{text!r} is not a duration such as 5ms, 1.5s or 1m30s")
-    return sum(float(n) * _UNIT_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+    return duration_nanoseconds(text) / 1e9
 
 
-Duration = Annotated[
+@dataclass(frozen=True)
+class DurationFormat(GroupedMetadata):
+    """A duration string bounded by value, from ``minimum`` to ``maximum``: what the field
+    means and what the object it is rendered into accepts.
+
+    Usage: ``Annotated[str, DurationFormat("0s", "1h", example="5m")]``.
+    """
+
+    minimum: str
+    maximum: str
+    example: str
+
+    def __iter__(self) -> Iterator[Any]:
+        low, high = duration_nanoseconds(self.minimum), duration_nanoseconds(self.maximum)
+        cel = f"self.matches({cel_string(DURATION_PATTERN)})"
+        if low:
+            cel += f" && duration(self) >= duration('{self.minimum}')"
+        cel += f" && duration(self) <= duration('{self.maximum}')"
+        yield StringConstraints(pattern=DURATION_PATTERN, max_length=32)
+        yield Check(
+            cel=cel,
+            check=lambda text: low <= duration_nanoseconds(text) <= high,
+            message=f"must be a duration such as {self.example} (numbers with a unit: ns, us, "
+            f"ms, s, m or h), from {self.minimum} to {self.maximum}",
+            example=self.example,
+        )
+
+
+# ----------------------------------------------------------------------------- names
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
+DNS_LABEL_PATTERN = rf"^{_DNS_LABEL}$"
+DNS_SUBDOMAIN_PATTERN = rf"^{_DNS_SUBDOMAIN}$"
+DNS_LABEL_WORDS = (
+    "a DNS label: at most 63 lowercase letters, digits and '-', starting and ending "
+    "with a letter or digit"
+)
+DnsLabel = Annotated[
+    str, TextFormat(DNS_LABEL_PATTERN, DNS_LABEL_WORDS, min_length=1, max_length=63)
+]
+DnsSubdomain = Annotated[
     str,
-    Field(
-        pattern=DURATION_PATTERN,
-        max_length=32,
-        json_schema_extra={"example": "5ms"},
+    TextFormat(
+        DNS_SUBDOMAIN_PATTERN,
+        "a DNS subdomain: DNS labels joined by '.', at most 253 characters",
+        min_length=1,
+        max_length=253,
     ),
 ]
 
-DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DnsLabel = Annotated[str, Field(pattern=DNS_LABEL_PATTERN, min_length=1, max_length=63)]
-DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-DnsSubdomain = Annotated[str, Field(pattern=DNS_SUBDOMAIN_PATTERN, min_length=1, max_length=253)]
+# Label keys and values, as the API server validates them on every object's labels, a
+# Pod's nodeSelector and tolerations, and label selectors.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+LABEL_KEY_PATTERN = rf"^({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}$"
+LABEL_VALUE_PATTERN = rf"^({_LABEL_NAME})?$"
+_LABEL_KEY_CEL = (
+    f"self.matches({cel_string(LABEL_KEY_PATTERN)}) "
+    "&& (!self.contains('/') || self.indexOf('/') <= 253)"
+)
+_LABEL_KEY_WORDS = (
+    "a label key such as example.com/node-group: an optional DNS subdomain prefix of at "
+    "most 253 characters and '/', then a name of at most 63 letters, digits, '-', '_' and "
+    "'.', starting and ending with a letter or digit"
+)
 
-_NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-# The Kubernetes quantity grammar: a signed number, then a binary or decimal suffix or
-# an exponent.
-QUANTITY_PATTERN = rf"^(\+|-)?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$"
+
+def is_label_key(key: str) -> bool:
+    return matches(LABEL_KEY_PATTERN, key) and ("/" not in key or key.index("/") <= 253)
 
 
-def _quantity_to_str(value: object) -> object:
-    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+LabelKey = Annotated[
+    str,
+    Field(min_length=1, max_length=317),
+    Check(cel=_LABEL_KEY_CEL, check=is_label_key, message=f"must be {_LABEL_KEY_WORDS}"),
+]
+LabelValue = Annotated[
+    str,
+    TextFormat(
+        LABEL_VALUE_PATTERN,
+        "a label value: empty, or at most 63 letters, digits, '-', '_' and '.', starting and "
+        "ending with a letter or digit",
+        max_length=63,
+    ),
+]
+
+# ----------------------------------------------------------------------------- quantities
+
+_POSITIVE_NUMBER = r"([0-9]*[1-9][0-9]*(\.[0-9]*)?|[0-9]*\.[0-9]*[1-9][0-9]*)"
+# The Kubernetes quantity grammar, positive only: a number with a nonzero digit, then a
+# binary or decimal suffix or a (short) exponent. Every string it admits parses as a
+# quantity. The group's name is the only place a schema pattern can carry words: the
+# API server prints the pattern, and CEL cannot see a field that may hold a number.
+QUANTITY_PATTERN = (
+    rf"^(?P<a_positive_quantity_such_as_500m_or_8Gi>\+?{_POSITIVE_NUMBER}"
+    r"([KMGTPE]i|[numkMGTPE]|[eE][-+]?[0-9]{1,3})?)$"
+)
+_MAX_INT64 = 2**63 - 1
 
 
+def quantity_text(value: object) -> object:
+    """A number as the API server decodes it (an integer beyond int64 becomes a float),
+    written as a string the quantity grammar reads."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if isinstance(value, int) and -_MAX_INT64 - 1 <= value <= _MAX_INT64:
+        return str(value)
+    try:
+        return repr(float(value))
+    except OverflowError:
+        return "inf"
+
+
+# The schema of a quantity: a string ("500m", "8Gi") or a number (0.5, 2), as a Pod takes
+# them. Since it takes numbers it cannot be typed for CEL: strings are checked by the
+# pattern, numbers by the bound, and objects, lists and booleans match nothing.
+_QUANTITY_SCHEMA = WithJsonSchema(
+    {
+        "x-kubernetes-preserve-unknown-fields": True,
+        "description": "A positive Kubernetes quantity such as 500m, 0.5, 2 or 8Gi.",
+        "pattern": QUANTITY_PATTERN,
+        "maxLength": 64,
+        "minimum": 0,
+        "exclusiveMinimum": True,
+        "minProperties": 1,
+        "maxProperties": 0,
+        "minItems": 1,
+        "maxItems": 0,
+        "not": {"enum": [True, False]},
+    }
+)
+
+
+def _resource_list_quantity(text: str) -> str:
+    return canonical_quantity(text, resource_list=True)
+
+
+# The models hold the canonical string the API server stores for the value ("0.5" and
+# 0.5 are both "500m"), so a rendered object reads back as it was applied.
 Quantity = Annotated[
     str,
-    BeforeValidator(_quantity_to_str),
+    BeforeValidator(quantity_text),
     Field(pattern=QUANTITY_PATTERN, max_length=64),
-    WithJsonSchema(
-        {
-            "x-kubernetes-int-or-string": True,
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY_PATTERN,
-            "description": "A Kubernetes quantity such as 500m, 2, 8Gi.",
-        }
-    ),
+    AfterValidator(canonical_quantity),
+    _QUANTITY_SCHEMA,
+    PlainSerializer(lambda v: v, return_type=str),
+]
+# A quantity in a container's requests or limits, which the API server rounds up to milli
+# units first ("0.0001" is stored as "1m").
+ResourceQuantity = Annotated[
+    str,
+    BeforeValidator(quantity_text),
+    Field(pattern=QUANTITY_PATTERN, max_length=64),
+    AfterValidator(_resource_list_quantity),
+    _QUANTITY_SCHEMA,
     PlainSerializer(lambda v: v, return_type=str),
 ]
 
@@ -190,11 +447,11 @@ Quantity = Annotated[
 class LabelSelectorRequirement(SpecModel):
     """One requirement of a label selector."""
 
-    key: str = Field(min_length=1, max_length=317, description="The label key.")
+    key: LabelKey = Field(description="The label key.")
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"] = Field(
         description="How the key relates to the values."
     )
-    values: list[Annotated[str, Field(max_length=63)]] = Field(
+    values: list[LabelValue] = Field(
         default_factory=list,
         max_length=64,
         description="Values for In and NotIn; must be empty for Exists and DoesNotExist.",
@@ -213,27 +470,69 @@ class LabelSelectorRequirement(SpecModel):
 class LabelSelector(SpecModel):
     """A standard Kubernetes label selector; the conditions are ANDed."""
 
-    match_labels: dict[str, Annotated[str, Field(max_length=63)]] = Field(
-        default_factory=dict, description="Labels that must match exactly."
+    match_labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, max_length=64, description="Labels that must match exactly."
     )
     match_expressions: list[LabelSelectorRequirement] = Field(
         default_factory=list, max_length=32, description="Set-based requirements."
     )
 
+    def is_empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+
+TolerationKey = Annotated[
+    str,
+    Field(max_length=317),
+    Check(
+        cel=f"self == '' || ({_LABEL_KEY_CEL})",
+        check=lambda key: key == "" or is_label_key(key),
+        message=f"must be empty (with operator Exists) or {_LABEL_KEY_WORDS}",
+    ),
+]
+
 
 class Toleration(SpecModel):
-    """A toleration added to the pods, as in a Pod's spec.tolerations."""
+    """A toleration of the pool's pods, checked by the rules a Pod's tolerations obey."""
 
-    key: str | None = Field(default=None, max_length=317, description="The taint key.")
+    key: TolerationKey | None = Field(
+        default=None, description="The taint key; empty, with operator Exists, matches every key."
+    )
     operator: Literal["Exists", "Equal"] = Field(
         default="Equal", description="Exists matches any value; Equal needs value."
     )
-    value: str | None = Field(default=None, max_length=63, description="The taint value.")
+    value: LabelValue | None = Field(
+        default=None, description="The taint value, for operator Equal."
+    )
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
         default=None, description="The taint effect to match; empty matches all."
     )
     toleration_seconds: int | None = Field(
-        default=None, ge=0, le=2**31 - 1, description="For NoExecute: how long the pod stays bound."
+        default=None,
+        ge=0,
+        le=2**31 - 1,
+        description="For effect NoExecute: how long the pod stays bound after the taint appears.",
+    )
+
+    rules = (
+        Rule(
+            cel="(has(self.key) && self.key != '') || self.operator == 'Exists'",
+            check=lambda t: bool(t.key) or t.operator == "Exists",
+            message="operator must be Exists when key is empty (which tolerates every taint)",
+            field=".operator",
+        ),
+        Rule(
+            cel="self.operator != 'Exists' || !has(self.value) || self.value == ''",
+            check=lambda t: t.operator != "Exists" or not t.value,
+            message="value must be empty when operator is Exists",
+            field=".value",
+        ),
+        Rule(
+            cel="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            check=lambda t: t.toleration_seconds is None or t.effect == "NoExecute",
+            message="tolerationSeconds needs effect NoExecute",
+            field=".tolerationSeconds",
+        ),
     )
 
 
@@ -277,15 +576,6 @@ def conditions_field() -> Any:
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
         },
-    )
-
-
-class KopfState(BaseModel):
-    """Internal bookkeeping of the operator framework (kept here, not in annotations)."""
-
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
 
 

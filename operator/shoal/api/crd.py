@@ -9,12 +9,15 @@ kinds' metadata (names, scope, printer columns) lives in :data:`KINDS`.
 from __future__ import annotations
 
 import copy
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from shoal.api.batchpolicy import BatchPolicy, BatchPolicySpec, BatchPolicyStatus
+from shoal.api.common import cel_string
 from shoal.api.constants import GROUP, VERSION
 from shoal.api.inferencemodel import InferenceModel, InferenceModelSpec, InferenceModelStatus
 from shoal.api.tenantpool import TenantPool, TenantPoolSpec, TenantPoolStatus
@@ -122,6 +125,7 @@ _DROP = {"title"}
 # Marks, while converting, a field whose pydantic default is None: it stays unset
 # unless the user sets it, so it must not get a materialised default.
 _UNSET_BY_DEFAULT = "x-shoal-unset-by-default"
+NULL_RULE = "must not be null"
 
 
 def structural(node: Any, defs: dict[str, Schema]) -> Any:
@@ -145,6 +149,9 @@ def structural(node: Any, defs: dict[str, Schema]) -> Any:
         if len(options) != 1:
             raise ValueError(f"cannot express anyOf {options} structurally")
         node = {**structural(options[0], defs), **node, _UNSET_BY_DEFAULT: True}
+    if "patternProperties" in node:
+        raise ValueError("a map's key type may not carry a pattern: give it a Check instead")
+    key_rules = _key_rules(node.pop("propertyNames", None))
     out: Schema = {}
     for key, value in node.items():
         if key in _DROP or key == "$defs":
@@ -159,11 +166,77 @@ def structural(node: Any, defs: dict[str, Schema]) -> Any:
             out[key] = structural(value, defs)
         else:
             out[key] = value
-    if out.get("x-kubernetes-preserve-unknown-fields"):
+    if out.get("x-kubernetes-preserve-unknown-fields") and out.get("type") == "object":
         out.pop("properties", None)
-        out["type"] = "object"
+    if key_rules:
+        out["x-kubernetes-validations"] = [*out.get("x-kubernetes-validations", []), *key_rules]
     _default_nested_objects(out)
+    _refuse_null_for_defaults(out)
     return out
+
+
+def _key_rules(names: Schema | None) -> list[Schema]:
+    """A map's key constraints (pydantic's ``propertyNames``, which a structural schema
+    lacks) as CEL rules over every key of the map."""
+    if not names:
+        return []
+    rules = []
+    bounds = []
+    if "minLength" in names:
+        bounds.append(f"size(key) >= {names['minLength']}")
+    if "maxLength" in names:
+        bounds.append(f"size(key) <= {names['maxLength']}")
+    if bounds:
+        words = f"of {names.get('minLength', 0)} to {names['maxLength']} characters"
+        rules.append(
+            {
+                "rule": f"self.all(key, {' && '.join(bounds)})",
+                "message": f"every key must be {words}",
+            }
+        )
+    if "pattern" in names:
+        rules.append(
+            {
+                "rule": f"self.all(key, key.matches({cel_string(names['pattern'])}))",
+                "message": f"every key must match {names['pattern']}",
+            }
+        )
+    for check in names.get("x-kubernetes-validations", []):
+        # The check was written for one value, ``self``: here it is each key in turn.
+        on_key = re.sub(r"\bself\b", "key", check["rule"])
+        rules.append(
+            {"rule": f"self.all(key, {on_key})", "message": f"every key {check['message']}"}
+        )
+    return rules
+
+
+def _refuse_null_for_defaults(node: Schema) -> None:
+    """Refuse an explicit null on every scalar field that has a default.
+
+    The API server drops a null (``minReplicas:`` with nothing after it, a missing Helm
+    value) and applies the default, so a mistake would pass silently. A nullable field
+    keeps its null, and a rule on the object refuses it: CEL treats a null field as
+    absent (``in`` does not find it), but iterating over the object still lists it. (An
+    enum refuses a null itself, as "Unsupported value: null", before any rule runs.)
+
+    Objects and lists are left alone: for them "nothing" means "the defaults", and a
+    server-side apply sends an empty object (``versionPolicy: {}``) as null, so refusing
+    null would refuse the plainest way to ask for the defaults.
+    """
+    for name, sub in node.get("properties", {}).items():
+        if "default" not in sub or isinstance(sub["default"], dict | list):
+            continue
+        sub["nullable"] = True
+        hint = f" ({json.dumps(sub['default'])})"
+        rule = {
+            # Also for a field CEL cannot type (a quantity): ``in`` finds it unless null.
+            "rule": f"'{name}' in dyn(self) || !dyn(self).exists(k, k == '{name}')",
+            "message": f"{NULL_RULE}: leave {name} out for its default{hint}",
+            "fieldPath": f".{name}",
+        }
+        existing = node.get("x-kubernetes-validations", [])
+        if rule not in existing:  # a node may pass through here twice (Optional[X])
+            node["x-kubernetes-validations"] = [*existing, rule]
 
 
 def _default_nested_objects(node: Schema) -> None:
@@ -183,7 +256,7 @@ def _default_nested_objects(node: Schema) -> None:
             and "properties" in sub
             and not sub.get("required")
             and "default" not in sub
-            and name not in ("status", "kopf")
+            and name != "status"
         ):
             sub["default"] = _materialized(sub)
 
@@ -215,7 +288,8 @@ def crd(kind: Kind) -> Schema:
         "properties": {
             "apiVersion": {"type": "string", "description": "shoal.dev/v1alpha1"},
             "kind": {"type": "string", "description": kind.name},
-            "metadata": {"type": "object"},
+            # Only so that a rule on the name can report it as the field at fault.
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": spec,
             "status": status,
         },

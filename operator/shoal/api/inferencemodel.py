@@ -2,35 +2,36 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import Field
 
-from shoal.api.batchpolicy import MAX_BATCH, MAX_PRIORITY_LEVELS
+from shoal.api.batchpolicy import DEFAULT_MAX_BATCH, MAX_BATCH, MAX_PRIORITY_LEVELS, QueueDelay
 from shoal.api.common import (
+    Check,
     Conditions,
+    DnsLabel,
     DnsSubdomain,
-    Duration,
-    KopfState,
+    DurationFormat,
     ObjectMeta,
     Quantity,
+    ResourceQuantity,
     Rule,
     SpecModel,
+    TextFormat,
     UniqueList,
+    cel_string,
     conditions_field,
+    matches,
     name_rule,
     unique_by,
 )
-from shoal.api.tenantpool import POOL_NAME_MAX, POOL_NAME_PATTERN
+from shoal.api.formats import CronSchedule, ImageReference, StorageUri, TimeZone
+from shoal.api.tenantpool import PoolName
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 TENSOR_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
 PARAMETER_KEY_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
-STORAGE_URI_PATTERN = (
-    # Printable ASCII only ([!-~]): no spaces, no look-alike Unicode.
-    r"^((s3|gs|pvc)://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/[!-~]*)?|https://[!-.0-~]+(/[!-~]*)?)$"
-)
 DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
 
 Backend = Literal[
@@ -76,7 +77,7 @@ class BatchPolicyRef(SpecModel):
     max_batch_size: int | None = Field(
         default=None, ge=1, le=MAX_BATCH, description="Override of the policy's maxBatchSize."
     )
-    max_queue_delay: Duration | None = Field(
+    max_queue_delay: QueueDelay | None = Field(
         default=None, description="Override of the policy's maxQueueDelay."
     )
     default_priority: int | None = Field(
@@ -87,14 +88,38 @@ class BatchPolicyRef(SpecModel):
     )
 
 
+TensorName = Annotated[
+    str,
+    TextFormat(
+        TENSOR_NAME_PATTERN,
+        "a tensor name: letters, digits and _ . : / -, not starting with . : / or -",
+        max_length=128,
+    ),
+]
+ModelName = Annotated[
+    str,
+    TextFormat(
+        MODEL_NAME_PATTERN,
+        "a model name: letters, digits and _ . -, starting with a letter or digit",
+        max_length=128,
+    ),
+]
+ParameterKey = Annotated[
+    str,
+    Field(min_length=1, max_length=256),
+    Check(
+        cel=f"self.matches({cel_string(PARAMETER_KEY_PATTERN)})",
+        check=lambda key: matches(PARAMETER_KEY_PATTERN, key),
+        message="must be a parameter name: letters, digits and _ . -, starting with a letter, "
+        "digit or _",
+    ),
+]
+
+
 class Tensor(SpecModel):
     """An input or output of the model, as declared in Triton's model config."""
 
-    name: str = Field(
-        pattern=TENSOR_NAME_PATTERN,
-        max_length=128,
-        description="The tensor's name: letters, digits and _ . : / -.",
-    )
+    name: TensorName = Field(description="The tensor's name: letters, digits and _ . : / -.")
     data_type: DataType = Field(description="Element type, e.g. FP32, FP16, INT8, STRING.")
     dims: list[Annotated[int, Field(ge=-1, le=2**31 - 1)]] = Field(
         min_length=1,
@@ -118,7 +143,9 @@ class VersionPolicy(SpecModel):
     policy: Literal["Latest", "All", "Specific"] = Field(
         default="Latest", description="Latest n versions, all of them, or the listed ones."
     )
-    latest: int = Field(default=1, ge=1, le=100, description="For Latest: how many versions.")
+    latest: int | None = Field(
+        default=None, ge=1, le=100, description="For Latest: how many versions (unset: 1)."
+    )
     versions: Annotated[list[Annotated[int, Field(ge=1, le=2**31 - 1)]], UniqueList] = Field(
         default_factory=list,
         max_length=64,
@@ -133,6 +160,21 @@ class VersionPolicy(SpecModel):
             message="versions must list at least one version when policy is Specific",
             field=".versions",
         ),
+        # A field of another policy would be silently ignored.
+        Rule(
+            cel="self.policy == 'Specific' || !has(self.versions) || size(self.versions) == 0",
+            check=lambda v: v.policy == "Specific" or not v.versions,
+            message="versions applies only to policy Specific",
+            field=".versions",
+        ),
+        # latest: 1 was the default once, so every stored All or Specific policy has it;
+        # it is tolerated (it is what an unset latest means) so those are still read.
+        Rule(
+            cel="self.policy == 'Latest' || !has(self.latest) || self.latest == 1",
+            check=lambda v: v.policy == "Latest" or v.latest in (None, 1),
+            message="latest applies only to policy Latest",
+            field=".latest",
+        ),
     )
 
 
@@ -144,6 +186,8 @@ class Warmup(SpecModel):
         min_length=1,
         max_length=8,
         description="One warm-up request per batch size.",
+        # pydantic leaves a default_factory out of the schema: the server must default it.
+        json_schema_extra={"default": [1]},
     )
     data: Literal["Zero", "Random"] = Field(
         default="Zero", description="Fill the warm-up inputs with zeros or random data."
@@ -153,10 +197,8 @@ class Warmup(SpecModel):
 class ModelSource(SpecModel):
     """The model: its name in Triton, how it runs, and where its files are."""
 
-    name: str = Field(
-        pattern=MODEL_NAME_PATTERN,
-        max_length=128,
-        description="The model's name in Triton (its directory in the model repository).",
+    name: ModelName = Field(
+        description="The model's name in Triton (its directory in the model repository)."
     )
     backend: Backend | None = Field(
         default=None, description="The Triton backend that runs it, e.g. onnxruntime, python."
@@ -164,22 +206,24 @@ class ModelSource(SpecModel):
     platform: Platform | None = Field(
         default=None, description="Alternatively, the Triton platform, e.g. tensorrt_plan."
     )
-    storage_uri: str = Field(
-        pattern=STORAGE_URI_PATTERN,
-        max_length=2048,
+    storage_uri: StorageUri = Field(
         description="Where the model's version directories are: s3://bucket/path, "
         "gs://bucket/path, pvc://claim-name/path or an https:// archive.",
     )
     version_policy: VersionPolicy = Field(
         default_factory=VersionPolicy, description="Which versions Triton serves."
     )
-    inputs: list[Tensor] = Field(
+    inputs: Annotated[list[Tensor], unique_by("name")] = Field(
         default_factory=list,
         max_length=64,
         description="Input tensors. Optional for backends that describe their own model.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
-    outputs: list[Tensor] = Field(
-        default_factory=list, max_length=64, description="Output tensors."
+    outputs: Annotated[list[Tensor], unique_by("name")] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Output tensors.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     instances: int = Field(
         default=1, ge=1, le=64, description="Model instances per replica (per GPU)."
@@ -188,18 +232,20 @@ class ModelSource(SpecModel):
     response_cache: bool = Field(
         default=False, description="Cache responses to identical requests in Triton."
     )
-    parameters: dict[str, Annotated[str, Field(max_length=4096)]] = Field(
+    parameters: dict[ParameterKey, Annotated[str, Field(max_length=4096)]] = Field(
         default_factory=dict,
+        max_length=128,
         description="Backend parameters, passed to the model config's parameters as strings.",
     )
 
     rules = (
         Rule(
-            cel=f"!has(self.parameters) || "
-            f"self.parameters.all(k, k.matches('{PARAMETER_KEY_PATTERN}'))",
-            check=lambda m: all(re.fullmatch(PARAMETER_KEY_PATTERN, k) for k in m.parameters),
-            message="parameter names may use letters, digits and _ . - only",
-            field=".parameters",
+            cel="!has(self.inputs) || !has(self.outputs) || "
+            "self.inputs.all(i, !self.outputs.exists(o, o.name == i.name))",
+            check=lambda m: not {t.name for t in m.inputs} & {t.name for t in m.outputs},
+            message="an output may not have the name of an input: Triton needs every tensor "
+            "name once",
+            field=".outputs",
         ),
         Rule(
             cel="has(self.backend) != has(self.platform)",
@@ -218,27 +264,32 @@ class ModelSource(SpecModel):
 class Runtime(SpecModel):
     """The Triton server each replica runs."""
 
-    image: str = Field(
-        default=DEFAULT_TRITON_IMAGE,
-        min_length=1,
-        max_length=512,
-        description="The Triton Inference Server image.",
+    image: ImageReference = Field(
+        default=DEFAULT_TRITON_IMAGE, description="The Triton Inference Server image."
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="When the kubelet pulls the image."
     )
     gpus: int = Field(default=1, ge=0, le=16, description="nvidia.com/gpu per replica.")
-    cpu: Quantity = Field(default="2", description="CPU requested per replica.")
-    memory: Quantity = Field(default="8Gi", description="Memory requested per replica.")
+    cpu: ResourceQuantity = Field(default="2", description="CPU requested per replica.")
+    memory: ResourceQuantity = Field(default="8Gi", description="Memory requested per replica.")
     shm_size: Quantity = Field(
         default="1Gi", description="Size of /dev/shm (Python backend and large tensors use it)."
     )
 
 
+# The HorizontalPodAutoscaler takes at most 3600 s.
+StabilizationWindow = Annotated[str, DurationFormat("0s", "1h", example="5m")]
+# The P95 target becomes a quantity in milliseconds that must be positive.
+LatencyTarget = Annotated[str, DurationFormat("1ms", "1h", example="200ms")]
+# Longer than a month would outlast a monthly schedule; zero would never open.
+WindowDuration = Annotated[str, DurationFormat("1s", "744h", example="10h")]
+
+
 class ScalingPolicy(SpecModel):
     """How fast the replica count may change in one direction."""
 
-    stabilization_window: Duration = Field(
+    stabilization_window: StabilizationWindow = Field(
         description="How long the autoscaler looks back before changing replicas in this "
         "direction; for scale-down this is the cool-down."
     )
@@ -253,19 +304,13 @@ class ScalingPolicy(SpecModel):
 class Schedule(SpecModel):
     """A time window with a higher warm-pool floor, for known peaks."""
 
-    name: str = Field(
-        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-        max_length=63,
-        description="Names the window in status and Events.",
+    name: DnsLabel = Field(description="Names the window in status and Events.")
+    start: CronSchedule = Field(
+        description="When the window opens, as a five-field cron expression, e.g. '0 8 * * 1-5'."
     )
-    start: str = Field(
-        pattern=r"^([!-~]+ +){4}[!-~]+$",
-        max_length=128,
-        description="When the window opens, as a five-field cron expression, e.g. '0 8 * * 1-5'.",
-    )
-    duration: Duration = Field(description="How long the window stays open, e.g. 10h.")
-    time_zone: str = Field(
-        default="UTC", max_length=64, description="IANA time zone of start, e.g. Europe/Paris."
+    duration: WindowDuration = Field(description="How long the window stays open, e.g. 10h.")
+    time_zone: TimeZone = Field(
+        default="UTC", description="IANA time zone of start, e.g. Europe/Paris."
     )
     min_replicas: int = Field(ge=1, le=1000, description="The warm-pool floor while open.")
 
@@ -290,7 +335,7 @@ class Scaling(SpecModel):
         description="Waiting requests per replica to aim for. Unset: a quarter of a batch "
         "(maxBatchSize / 4, at least 1).",
     )
-    target_p95_latency: Duration | None = Field(
+    target_p95_latency: LatencyTarget | None = Field(
         default=None, description="P95 request latency to aim for, e.g. 200ms."
     )
     scale_up: ScalingPolicy = Field(
@@ -312,13 +357,16 @@ class Scaling(SpecModel):
 
     rules = (
         Rule(
-            cel="self.minReplicas <= self.maxReplicas",
+            # has(): a null (refused by its own rule) must not make this one fail to run.
+            cel="!has(self.minReplicas) || !has(self.maxReplicas) || "
+            "self.minReplicas <= self.maxReplicas",
             check=lambda s: s.min_replicas <= s.max_replicas,
             message="minReplicas must not exceed maxReplicas",
             field=".minReplicas",
         ),
         Rule(
-            cel="!has(self.schedules) || self.schedules.all(w, w.minReplicas <= self.maxReplicas)",
+            cel="!has(self.schedules) || !has(self.maxReplicas) || "
+            "self.schedules.all(w, w.minReplicas <= self.maxReplicas)",
             check=lambda s: all(w.min_replicas <= s.max_replicas for w in s.schedules),
             message="a schedule's minReplicas must not exceed maxReplicas",
             field=".schedules",
@@ -329,11 +377,7 @@ class Scaling(SpecModel):
 class InferenceModelSpec(SpecModel):
     """One model, served by Triton, in one TenantPool."""
 
-    pool: str = Field(
-        pattern=POOL_NAME_PATTERN,
-        max_length=POOL_NAME_MAX,
-        description="The TenantPool the model runs in.",
-    )
+    pool: PoolName = Field(description="The TenantPool the model runs in.")
     batch_policy: BatchPolicyRef | None = Field(
         default=None,
         description="The BatchPolicy that gathers requests, with per-model overrides. "
@@ -342,6 +386,32 @@ class InferenceModelSpec(SpecModel):
     model: ModelSource = Field(description="The model and where its files are.")
     runtime: Runtime = Field(default_factory=Runtime, description="The Triton server.")
     scaling: Scaling = Field(default_factory=Scaling, description="Autoscaling and warm pool.")
+
+    rules = (
+        # Where the model alone decides its maxBatchSize (an override, or no BatchPolicy
+        # and so the default), a larger warm-up batch would never load in Triton. With a
+        # BatchPolicy and no override, the operator checks it (InvalidBatching).
+        Rule(
+            cel="!has(self.model.warmup) || !has(self.model.warmup.batchSizes) || "
+            "(has(self.batchPolicy) ? (!has(self.batchPolicy.maxBatchSize) || "
+            "self.model.warmup.batchSizes.all(b, b <= self.batchPolicy.maxBatchSize)) : "
+            f"self.model.warmup.batchSizes.all(b, b <= {DEFAULT_MAX_BATCH}))",
+            check=lambda s: (
+                s.model.warmup is None
+                or all(b <= _own_max_batch(s) for b in s.model.warmup.batch_sizes)
+            ),
+            message="warm-up batch sizes must be at most the model's maxBatchSize (the "
+            f"batchPolicy override, or {DEFAULT_MAX_BATCH} without a batchPolicy)",
+            field=".model.warmup.batchSizes",
+        ),
+    )
+
+
+def _own_max_batch(spec: InferenceModelSpec) -> int:
+    """The maxBatchSize the model itself fixes; MAX_BATCH where its BatchPolicy decides."""
+    if spec.batch_policy is None:
+        return DEFAULT_MAX_BATCH
+    return spec.batch_policy.max_batch_size or MAX_BATCH
 
 
 class Endpoints(SpecModel):
@@ -377,7 +447,6 @@ class InferenceModelStatus(SpecModel):
     open_schedules: list[str] = Field(
         default_factory=list, description="Scheduled windows open now."
     )
-    kopf: KopfState | None = Field(default=None, description="Operator framework bookkeeping.")
 
 
 class InferenceModel(SpecModel):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.api.crd import KINDS, Kind, Schema, crd
+from shoal.api.crd import KINDS, NULL_RULE, Kind, Schema, crd
 
 
 def _type_of(node: Schema) -> str:
     if node.get("x-kubernetes-int-or-string"):
         return "int or string"
+    if node.get("x-kubernetes-preserve-unknown-fields") and "type" not in node:
+        return "quantity (string or number)"
     kind = node.get("type", "")
     if kind == "array":
         return f"[]{_type_of(node.get('items', {}))}"
@@ -22,6 +24,9 @@ def _constraints(node: Schema) -> str:
     parts: list[str] = []
     if "enum" in node:
         parts.append("one of " + ", ".join(f"`{v}`" for v in node["enum"]))
+    quantity = node.get("x-kubernetes-preserve-unknown-fields") and "type" not in node
+    if quantity:
+        return "positive"
     if "minimum" in node or "maximum" in node:
         parts.append(f"{node.get('minimum', '')}..{node.get('maximum', '')}")
     if "pattern" in node and not node.get("x-kubernetes-int-or-string"):
@@ -29,7 +34,8 @@ def _constraints(node: Schema) -> str:
     if "maxItems" in node:
         parts.append(f"at most {node['maxItems']} items")
     for rule in node.get("x-kubernetes-validations", []):
-        parts.append(f"rule: {rule['message']}")
+        if not rule["message"].startswith(NULL_RULE):
+            parts.append(f"rule: {rule['message']}")
     return "; ".join(parts)
 
 
@@ -81,7 +87,8 @@ def kind_section(kind: Kind) -> str:
             "|---|---|---|---|---|",
         ]
         for rule in node.get("x-kubernetes-validations", []):
-            lines.append(f"| `{part}` | object | | | rule: {rule['message']} |")
+            if not rule["message"].startswith(NULL_RULE):
+                lines.append(f"| `{part}` | object | | | rule: {rule['message']} |")
         _rows(node, part, set(node.get("required", [])), lines)
         lines.append("")
     return "\n".join(lines)
@@ -93,6 +100,9 @@ def render_reference() -> str:
         "",
         "Generated from the pydantic models in `operator/shoal/api/` by `make generate`;",
         "do not edit by hand. `kubectl explain <kind>.spec` shows the same descriptions.",
+        "",
+        "A field with a default may be left out; it may not be set to null (an empty value",
+        "in YAML), which the API server would otherwise replace with the default silently.",
         "",
     ]
     return "\n".join(header + [kind_section(k) for k in KINDS]).rstrip() + "\n"

@@ -9,11 +9,13 @@ from pydantic import Field
 from shoal.api.common import (
     Conditions,
     DnsLabel,
-    KopfState,
+    LabelKey,
     LabelSelector,
+    LabelValue,
     ObjectMeta,
     Rule,
     SpecModel,
+    TextFormat,
     Toleration,
     UniqueList,
     conditions_field,
@@ -22,6 +24,14 @@ from shoal.api.common import (
 
 POOL_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 POOL_NAME_MAX = 52
+PoolName = Annotated[
+    str,
+    TextFormat(
+        POOL_NAME_PATTERN,
+        f"the name of a TenantPool: a DNS label of at most {POOL_NAME_MAX} characters",
+        max_length=POOL_NAME_MAX,
+    ),
+]
 
 
 class Tenants(SpecModel):
@@ -46,14 +56,28 @@ class Tenants(SpecModel):
             check=lambda t: bool(t.namespaces) or t.selector is not None,
             message="list namespaces or give a selector: a pool must admit some tenant",
         ),
+        Rule(
+            cel="!has(self.selector) || "
+            "(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || "
+            "(has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",
+            check=lambda t: t.selector is None or not t.selector.is_empty(),
+            message="an empty selector admits every namespace, kube-system included: give "
+            "matchLabels or matchExpressions, or leave the selector out",
+            field=".selector",
+        ),
     )
+
+
+# It becomes the value of the nvidia.com/gpu.product node selector: a label value.
+GpuProduct = Annotated[LabelValue, Field(min_length=1)]
 
 
 class Placement(SpecModel):
     """Where the pool's model pods run."""
 
-    node_selector: dict[str, str] = Field(
+    node_selector: dict[LabelKey, LabelValue] = Field(
         default_factory=dict,
+        max_length=64,
         description="Node labels the pool's pods require, e.g. a node group label.",
     )
     tolerations: list[Toleration] = Field(
@@ -61,9 +85,8 @@ class Placement(SpecModel):
         max_length=32,
         description="Taints the pool's pods tolerate, e.g. a dedicated node group's taint.",
     )
-    gpu_product: str | None = Field(
+    gpu_product: GpuProduct | None = Field(
         default=None,
-        max_length=128,
         description="The GPU model the pool runs on, matched against the nodes' "
         "nvidia.com/gpu.product label, e.g. NVIDIA-H100-80GB-HBM3.",
     )
@@ -142,8 +165,8 @@ class TenantPoolSpec(SpecModel):
 
     rules = (
         Rule(
-            cel="self.isolation != 'Dedicated' || "
-            "(has(self.placement.nodeSelector) && size(self.placement.nodeSelector) > 0)",
+            cel="self.isolation != 'Dedicated' || (has(self.placement) && "
+            "has(self.placement.nodeSelector) && size(self.placement.nodeSelector) > 0)",
             check=lambda s: s.isolation != "Dedicated" or bool(s.placement.node_selector),
             message="a Dedicated pool must say where it runs: set placement.nodeSelector",
             field=".placement.nodeSelector",
@@ -166,7 +189,6 @@ class TenantPoolStatus(SpecModel):
     admitted_namespaces: list[str] = Field(
         default_factory=list, description="Namespaces the pool currently admits."
     )
-    kopf: KopfState | None = Field(default=None, description="Operator framework bookkeeping.")
 
 
 class TenantPool(SpecModel):

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shoal.api.admission import admits
+from shoal.api.admission import admits, refusals
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
 from shoal.api.constants import API_VERSION, MODEL_LABEL
@@ -122,37 +122,22 @@ def admission_refusal(
     namespace_labels: dict[str, str],
     siblings: list[dict[str, Any]],
 ) -> tuple[str, str] | None:
-    """Why the pool refuses the model, if it does (pure): the namespace is not admitted,
-    or the model does not fit the per-namespace quota. ``siblings`` are the namespace's
-    InferenceModels (the model itself among them once it exists)."""
+    """Why the pool refuses the model, if it does (pure): the admission policy's rules
+    (shoal.api.admission.refusals, for models admitted before their pool changed), and
+    the pool's model count, which needs the namespace's other models (``siblings``, the
+    model itself among them once it exists)."""
     namespace = model.metadata.namespace or ""
     pool_name = pool.metadata.name
-    if not admits(pool, namespace, namespace_labels):
-        return (
-            "NamespaceNotAdmitted",
-            f"TenantPool {pool_name!r} does not admit namespace {namespace!r}; "
-            "ask its admin to add it to spec.tenants.",
-        )
-    quota = pool.spec.quota
-    scaling = model.spec.scaling
-    floors = [("the warm pool", scaling.min_replicas)] + [
-        (f"schedule {w.name!r}", w.min_replicas) for w in scaling.schedules
-    ]
-    for what, replicas in floors:
-        gpus = replicas * model.spec.runtime.gpus
-        if gpus > quota.gpus:
+    reasons = refusals(pool, model, namespace_labels)
+    if reasons:
+        if not admits(pool, namespace, namespace_labels):
             return (
-                "QuotaExceeded",
-                f"{what} needs {gpus} GPUs ({replicas} replicas x {model.spec.runtime.gpus}); "
-                f"TenantPool {pool_name!r} allows {quota.gpus} per namespace.",
+                "NamespaceNotAdmitted",
+                f"{reasons[0]}; ask the pool's admin to add it to spec.tenants.",
             )
-        if quota.replicas is not None and replicas > quota.replicas:
-            return (
-                "QuotaExceeded",
-                f"{what} needs {replicas} replicas; TenantPool {pool_name!r} allows "
-                f"{quota.replicas} per namespace.",
-            )
-    if quota.models is not None:
+        return "QuotaExceeded", "; ".join(reasons) + "."
+    limit = pool.spec.quota.models
+    if limit is not None:
         ranked = sorted(
             (m["metadata"].get("creationTimestamp") or "", m["metadata"]["name"])
             for m in siblings
@@ -160,10 +145,10 @@ def admission_refusal(
         )
         names = [name for _, name in ranked]
         rank = names.index(model.metadata.name) if model.metadata.name in names else len(names)
-        if rank >= quota.models:
+        if rank >= limit:
             return (
                 "QuotaExceeded",
-                f"TenantPool {pool_name!r} allows {quota.models} model(s) per namespace; "
+                f"TenantPool {pool_name!r} allows {limit} model(s) per namespace; "
                 f"{len(names)} exist here and this one came later.",
             )
     return None

@@ -1,5 +1,8 @@
 """The HorizontalPodAutoscaler of one InferenceModel: queue depth and P95 latency.
 
+Targets are quantities, written in the canonical form the API server stores ("1000m" is
+stored as "1", 1000 as "1k"), so that the live object reads back as it was applied.
+
 The metric names are the ones the shipped prometheus-adapter rules expose (see
 docs/autoscaling.md): queue depth per pod, and the model's P95 latency as an object
 metric on its Service.
@@ -12,6 +15,7 @@ from typing import Any
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_duration
 from shoal.api.inferencemodel import InferenceModel, ScalingPolicy
+from shoal.api.quantity import canonical_quantity
 from shoal.api.tenantpool import TenantPoolSpec
 from shoal.render.names import model_metadata
 
@@ -64,7 +68,7 @@ def _rules(policy: ScalingPolicy, *, up: bool) -> dict[str, Any]:
 
 
 def _milli(seconds: float) -> str:
-    return f"{round(seconds * 1000)}m"
+    return canonical_quantity(f"{round(seconds * 1000)}m")
 
 
 def horizontal_autoscaler(
@@ -83,7 +87,7 @@ def horizontal_autoscaler(
                 "metric": {"name": QUEUE_METRIC},
                 "target": {
                     "type": "AverageValue",
-                    "averageValue": str(target_queue_depth(model, batching)),
+                    "averageValue": canonical_quantity(str(target_queue_depth(model, batching))),
                 },
             },
         }

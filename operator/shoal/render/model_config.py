@@ -77,7 +77,7 @@ def model_config(model: InferenceModel, batching: BatchPolicySpec) -> pb.ModelCo
 
     policy = source.version_policy
     if policy.policy == "Latest":
-        config.version_policy.latest.num_versions = policy.latest
+        config.version_policy.latest.num_versions = policy.latest or 1
     elif policy.policy == "All":
         config.version_policy.all.SetInParent()
     else:
