@@ -22,6 +22,7 @@ from shoal.api.common import (
     name_rule,
     unique_by,
 )
+from shoal.api.quantity import quantity_value
 from shoal.api.tenantpool import POOL_NAME_MAX, POOL_NAME_PATTERN
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -215,6 +216,29 @@ class ModelSource(SpecModel):
     )
 
 
+# A whole number of bytes, with an optional decimal or binary suffix.
+CACHE_SIZE_PATTERN = r"^[1-9][0-9]{0,12}(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+CACHE_SIZE_MIN, CACHE_SIZE_MAX = "1Mi", "1Ti"
+# A memory quantity whose value the cache size is compared with: no sign, and an
+# exponent of at most three digits. The API server's quantity parser takes seconds to
+# minutes on an exponent such as e-99999999, which the general quantity pattern allows;
+# a rule must never hand it one.
+# ([.] rather than an escaped dot: the pattern is also a CEL string literal.)
+COMPARABLE_MEMORY = (
+    r"^([0-9]+([.][0-9]*)?|[.][0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]{1,3})?$"
+)
+
+
+def _cache_within_memory(runtime: Runtime) -> bool:
+    size = runtime.response_cache_size
+    if size is None:
+        return True
+    memory = str(runtime.memory)
+    if re.fullmatch(COMPARABLE_MEMORY, memory) is None:
+        return False
+    return 2 * quantity_value(size) <= quantity_value(memory)
+
+
 class Runtime(SpecModel):
     """The Triton server each replica runs."""
 
@@ -232,6 +256,43 @@ class Runtime(SpecModel):
     memory: Quantity = Field(default="8Gi", description="Memory requested per replica.")
     shm_size: Quantity = Field(
         default="1Gi", description="Size of /dev/shm (Python backend and large tensors use it)."
+    )
+    response_cache_size: str | None = Field(
+        default=None,
+        pattern=CACHE_SIZE_PATTERN,
+        max_length=15,
+        description="Memory for Triton's response cache, in bytes with an optional suffix, "
+        f"e.g. 512Mi; from {CACHE_SIZE_MIN} to {CACHE_SIZE_MAX} and at most half of "
+        "memory, which it is part of. Used only when model.responseCache is true. Unset: "
+        "256Mi, or a quarter of memory when that is less.",
+    )
+
+    rules = (
+        Rule(
+            cel=f"!has(self.responseCacheSize) || "
+            f"(quantity(self.responseCacheSize).compareTo(quantity('{CACHE_SIZE_MIN}')) >= 0 "
+            f"&& quantity(self.responseCacheSize).compareTo(quantity('{CACHE_SIZE_MAX}')) <= 0)",
+            check=lambda r: (
+                r.response_cache_size is None
+                or quantity_value(CACHE_SIZE_MIN)
+                <= quantity_value(r.response_cache_size)
+                <= quantity_value(CACHE_SIZE_MAX)
+            ),
+            message=f"responseCacheSize must be from {CACHE_SIZE_MIN} to {CACHE_SIZE_MAX}",
+            field=".responseCacheSize",
+        ),
+        Rule(
+            # The conditional, unlike &&, never evaluates its branch when the test fails.
+            cel=f"!has(self.responseCacheSize) || "
+            f"(string(self.memory).matches('{COMPARABLE_MEMORY}') ? "
+            f"quantity(self.responseCacheSize).add(quantity(self.responseCacheSize))"
+            f".compareTo(quantity(string(self.memory))) <= 0 : false)",
+            check=_cache_within_memory,
+            message="responseCacheSize must be at most half of memory (the cache is "
+            "allocated from the replica's memory), and memory then a plain quantity such "
+            "as 16Gi",
+            field=".responseCacheSize",
+        ),
     )
 
 

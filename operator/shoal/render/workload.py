@@ -8,6 +8,7 @@ from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import InferenceModel
+from shoal.api.quantity import is_quantity, quantity_value
 from shoal.api.tenantpool import TenantPoolSpec
 from shoal.render.model_config import render_config_pbtxt
 from shoal.render.model_fetch import FETCH_IMAGE, MODEL_ROOT, fetch_plan
@@ -29,6 +30,10 @@ GRACE_SECONDS = 30
 # before Triton stops accepting them.
 PRESTOP_SLEEP_SECONDS = 5
 GPU = "nvidia.com/gpu"
+# The response cache's size when the model does not say: 256 MiB, or a quarter of the
+# replica's memory when that is less (the cache is part of that memory), at least 1 MiB.
+DEFAULT_CACHE_BYTES = 256 * 2**20
+MIN_CACHE_BYTES = 2**20
 
 
 def config_map(model: InferenceModel, config_pbtxt: str) -> dict[str, Any]:
@@ -45,7 +50,28 @@ def checksum(*parts: object) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def response_cache_bytes(model: InferenceModel) -> int | None:
+    """Bytes of Triton's response cache; None when the model does not use the cache."""
+    runtime = model.spec.runtime
+    if not model.spec.model.response_cache:
+        return None
+    if runtime.response_cache_size is not None:
+        return int(quantity_value(runtime.response_cache_size))
+    memory = str(runtime.memory)
+    if not is_quantity(memory):
+        return DEFAULT_CACHE_BYTES
+    value = quantity_value(memory)
+    # Compared before any arithmetic: memory may be written as 1e99999999.
+    if value >= 4 * DEFAULT_CACHE_BYTES:
+        return DEFAULT_CACHE_BYTES
+    return max(MIN_CACHE_BYTES, int(value) // 4)
+
+
 def triton_args(model: InferenceModel) -> list[str]:
+    cache = response_cache_bytes(model)
+    # The model config's response_cache only marks the model as cacheable: the server
+    # caches nothing unless it is started with a cache.
+    cache_args = [f"--cache-config=local,size={cache}"] if cache is not None else []
     return [
         "tritonserver",
         f"--model-repository={MODEL_ROOT}",
@@ -61,6 +87,7 @@ def triton_args(model: InferenceModel) -> list[str]:
         "--allow-gpu-metrics=true",
         "--metrics-config=summary_latencies=true",
         f"--exit-timeout-secs={GRACE_SECONDS - PRESTOP_SLEEP_SECONDS - 5}",
+        *cache_args,
     ]
 
 
