@@ -7,6 +7,10 @@ from shoal.api.inferencemodel import InferenceModel
 MANAGED_BY = "shoal"
 MODEL_LABEL = "shoal.dev/model"
 POOL_LABEL = "shoal.dev/pool"
+# On a model's pods: "network" when its files are fetched over the network (s3://, gs://,
+# https://), "volume" when they come from a claim (pvc://). The pool's download egress
+# selects only the "network" pods.
+MODEL_SOURCE_LABEL = "shoal.dev/model-source"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 
 

@@ -11,11 +11,12 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.quantity import is_quantity, quantity_value
 from shoal.api.tenantpool import TenantPoolSpec
 from shoal.render.model_config import render_config_pbtxt
-from shoal.render.model_fetch import FETCH_IMAGE, MODEL_ROOT, fetch_plan
+from shoal.render.model_fetch import FETCH_IMAGE, MODEL_ROOT, fetch_plan, needs_network
 from shoal.render.names import (
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
+    MODEL_SOURCE_LABEL,
     config_map_name,
     model_labels,
     model_metadata,
@@ -91,6 +92,26 @@ def triton_args(model: InferenceModel) -> list[str]:
     ]
 
 
+def proxy_env(pool: TenantPoolSpec) -> list[dict[str, str]]:
+    """The fetch container's proxy settings in the pool's Proxy mode (rclone, like every
+    Go program, reads HTTPS_PROXY, HTTP_PROXY and NO_PROXY); none otherwise."""
+    download = pool.access.model_download
+    if download.mode != "Proxy" or download.proxy is None:
+        return []
+    no_proxy = [
+        "localhost",
+        "127.0.0.1",
+        "::1",
+        *(d.cidr for d in download.extra_destinations),
+        *download.proxy.no_proxy,
+    ]
+    return [
+        {"name": "HTTPS_PROXY", "value": download.proxy.url},
+        {"name": "HTTP_PROXY", "value": download.proxy.url},
+        {"name": "NO_PROXY", "value": ",".join(dict.fromkeys(no_proxy))},
+    ]
+
+
 def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": "http"},
@@ -110,6 +131,7 @@ def deployment(
     runtime = spec.runtime
     name = model.metadata.name
     fetch = fetch_plan(spec.model.storage_uri, spec.model.name)
+    remote = needs_network(spec.model.storage_uri)
     limits: dict[str, Any] = {"memory": runtime.memory}
     if runtime.gpus:
         limits[GPU] = str(runtime.gpus)
@@ -159,7 +181,7 @@ def deployment(
         "image": FETCH_IMAGE,
         "imagePullPolicy": "IfNotPresent",
         "args": fetch.args,
-        "env": [{"name": "HOME", "value": "/tmp"}],
+        "env": [{"name": "HOME", "value": "/tmp"}, *(proxy_env(pool) if remote else [])],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}},
         "securityContext": container_security_context(),
         "volumeMounts": [
@@ -211,7 +233,10 @@ def deployment(
             },
             "template": {
                 "metadata": {
-                    "labels": model_labels(model),
+                    "labels": {
+                        **model_labels(model),
+                        MODEL_SOURCE_LABEL: "network" if remote else "volume",
+                    },
                     "annotations": {CHECKSUM_ANNOTATION: checksum(config_pbtxt, pod_spec)},
                 },
                 "spec": pod_spec,
