@@ -15,7 +15,14 @@ from pydantic import ValidationError
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import ModelDownload, TenantPool
 from shoal.render.desired import model_objects
-from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS, network_policies, outside_cluster
+from shoal.render.tenancy import (
+    DEFAULT_CLUSTER_CIDRS,
+    network_policies,
+    outside_cluster,
+    tenant_objects,
+    withdrawn_namespace_objects,
+    withdrawn_namespaces,
+)
 from tests.support.resources import example
 
 PROXY = {
@@ -226,3 +233,35 @@ def test_cluster_cidrs_parse_in_canonical_form() -> None:
     assert pool().spec.access.model_download == ModelDownload()
     doc = copy.deepcopy(pool().to_wire())
     assert doc["spec"]["access"]["modelDownload"] == {"mode": "Direct", "extraDestinations": []}
+
+
+# ------------------------------------------------------------------ withdrawal
+
+
+def test_a_withdrawn_namespace_keeps_the_default_deny_and_the_quota() -> None:
+    tp = pool()
+    held = withdrawn_namespace_objects(tp, "team-search")
+    admitted = {(o["kind"], o["metadata"]["name"]): o for o in tenant_objects(tp, "team-search")}
+    assert [(o["kind"], o["metadata"]["name"]) for o in held] == [
+        ("ResourceQuota", "shoal-pool-critical"),
+        ("NetworkPolicy", "shoal-critical-default-deny"),
+    ]
+    # The very objects that were there: applying them changes nothing, and there is no
+    # moment without the deny policy.
+    for obj in held:
+        assert obj == admitted[(obj["kind"], obj["metadata"]["name"])]
+    deny = held[1]["spec"]
+    assert deny == {
+        "podSelector": {"matchLabels": {"shoal.dev/pool": "critical"}},
+        "policyTypes": ["Ingress", "Egress"],
+    }
+
+
+def test_withdrawn_namespaces_are_those_holding_the_pools_pods_it_no_longer_admits() -> None:
+    def pod(ns: str, pool_name: str = "critical") -> dict[str, Any]:
+        return {"metadata": {"namespace": ns, "labels": {"shoal.dev/pool": pool_name}}}
+
+    pods = [pod("team-search"), pod("team-old"), pod("team-old"), pod("team-x", "shared")]
+    pods.append({"metadata": {"namespace": "team-bare"}})
+    assert withdrawn_namespaces(pool(), ["team-search"], pods) == ["team-old"]
+    assert withdrawn_namespaces(pool(), ["team-search", "team-old"], pods) == []

@@ -15,7 +15,7 @@ what an admin may need to add.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from shoal.api.tenantpool import TenantPool
@@ -282,3 +282,34 @@ def tenant_objects(
 ) -> list[dict[str, Any]]:
     """What the pool keeps in a tenant namespace it admits."""
     return [resource_quota(pool, namespace), *network_policies(pool, namespace, cluster_cidrs)]
+
+
+def withdrawn_namespace_objects(pool: TenantPool, namespace: str) -> list[dict[str, Any]]:
+    """What must stay in a namespace the pool no longer admits while any of the pool's
+    pods (label ``shoal.dev/pool=<pool>``) still run there.
+
+    The default-deny policy (the same object as before, so applying it changes nothing
+    and there is no moment without it): the pods are reached by nothing and reach
+    nothing, DNS included, until they are gone; every allow policy goes. And the quota,
+    unchanged, so withdrawal never lifts a limit on the pods that remain. Once no pod of
+    the pool is left, delete these too.
+    """
+    return [resource_quota(pool, namespace), default_deny(pool, namespace)]
+
+
+def withdrawn_namespaces(
+    pool: TenantPool, admitted: Iterable[str], pods: Iterable[dict[str, Any]]
+) -> list[str]:
+    """Namespaces that still hold the pool's pods but that the pool no longer admits:
+    where :func:`withdrawn_namespace_objects` must stay. ``pods``: the cluster's pods
+    labelled ``shoal.dev/pool=<pool>`` (terminating ones included: they still run)."""
+    keep = set(admitted)
+    return sorted(
+        {
+            meta["namespace"]
+            for pod in pods
+            if (meta := pod.get("metadata") or {}).get("namespace")
+            and (meta.get("labels") or {}).get(POOL_LABEL) == pool.metadata.name
+            and meta["namespace"] not in keep
+        }
+    )
