@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import ModelDownload, TenantPool
+from shoal.render.access import access_condition, access_problems
 from shoal.render.desired import model_objects
 from shoal.render.tenancy import (
     DEFAULT_CLUSTER_CIDRS,
@@ -265,3 +266,81 @@ def test_withdrawn_namespaces_are_those_holding_the_pools_pods_it_no_longer_admi
     pods.append({"metadata": {"namespace": "team-bare"}})
     assert withdrawn_namespaces(pool(), ["team-search"], pods) == ["team-old"]
     assert withdrawn_namespaces(pool(), ["team-search", "team-old"], pods) == []
+
+
+# ------------------------------------------------------------------ access lists
+
+
+def namespace(name: str, deleting: bool = False, **labels: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"kubernetes.io/metadata.name": name, **labels}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta}
+
+
+def tenants_pool(name: str, tenants: dict[str, Any]) -> TenantPool:
+    doc = example("TenantPool", "shared")
+    doc["metadata"]["name"] = name
+    doc["spec"]["tenants"] = tenants
+    return TenantPool.model_validate(doc)
+
+
+def test_the_api_refuses_a_tenant_namespace_in_the_access_lists() -> None:
+    for field in ("gatewayNamespaces", "monitoringNamespaces"):
+        doc = example("TenantPool", "critical")
+        doc["spec"]["access"][field] = ["team-search"]
+        with pytest.raises(ValidationError, match="access: a tenant namespace may not also be"):
+            TenantPool.model_validate(doc)
+
+
+def test_access_namespaces_that_exist_and_are_no_tenants_pass() -> None:
+    cluster = [namespace(n) for n in ("gateway", "monitoring", "team-search", "team-ads")]
+    pools = [pool(), pool(name="shared")]
+    assert access_problems(pool(), cluster, pools) == []
+    assert access_condition([]) == {
+        "type": "AccessNamespacesVerified",
+        "status": "True",
+        "reason": "Verified",
+        "message": "Every gateway and monitoring namespace exists and is no tenant's.",
+    }
+
+
+def test_a_missing_or_terminating_access_namespace_is_reported() -> None:
+    cluster = [namespace("gateway", deleting=True), namespace("team-search")]
+    problems = access_problems(pool(), cluster, [pool()])
+    assert [(p.field, p.namespace, p.reason) for p in problems] == [
+        ("gatewayNamespaces", "gateway", "AccessNamespaceMissing"),
+        ("monitoringNamespaces", "monitoring", "AccessNamespaceMissing"),
+    ]
+    condition = access_condition(problems)
+    assert (condition["status"], condition["reason"]) == ("False", "AccessNamespaceMissing")
+    assert "'gateway'" in condition["message"]
+    assert "'monitoring'" in condition["message"]
+
+
+def test_an_access_namespace_another_pool_admits_is_reported() -> None:
+    # The shared pool admits team-ads and team-labs by a selector on the name label; a
+    # pool that lists team-ads as its monitoring namespace would let team-ads' pods in.
+    doc = example("TenantPool", "critical")
+    doc["spec"]["access"]["monitoringNamespaces"] = ["team-ads"]
+    doc["spec"]["access"]["gatewayNamespaces"] = ["edge", "team-labs"]
+    tp = TenantPool.model_validate(doc)
+    shared = pool(name="shared")
+    cluster = [namespace(n) for n in ("edge", "team-ads", "team-search")]
+    problems = access_problems(tp, cluster, [tp, shared])
+    assert [(p.namespace, p.reason) for p in problems] == [
+        ("team-labs", "AccessNamespaceMissing"),  # the selector can only see live ones
+        ("team-ads", "AccessNamespaceIsTenant"),
+    ]
+    assert "TenantPool(s) shared" in problems[1].message
+    # Listed by name in another pool: a tenant even before it exists.
+    listed = tenants_pool("listed", {"namespaces": ["team-labs"]})
+    problems = access_problems(tp, cluster, [tp, shared, listed])
+    assert ("team-labs", "AccessNamespaceIsTenant") in [(p.namespace, p.reason) for p in problems]
+    # Admitted by a label only once the namespace exists with it.
+    labelled = tenants_pool("labelled", {"selector": {"matchLabels": {"tier": "tenant"}}})
+    cluster.append(namespace("team-labs", tier="tenant"))
+    problems = access_problems(tp, cluster, [labelled])
+    assert [(p.namespace, p.reason) for p in problems] == [
+        ("team-labs", "AccessNamespaceIsTenant"),
+    ]

@@ -265,6 +265,24 @@ class Access(SpecModel):
     )
 
 
+# A namespace that is both a tenant and a caller would give that tenant's own pods the
+# gateway's (or the scraper's) reach into every model of the pool.
+ACCESS_NOT_TENANT = Rule(
+    cel="!has(self.tenants.namespaces) || !has(self.access) || "
+    "((!has(self.access.gatewayNamespaces) || "
+    "self.access.gatewayNamespaces.all(n, !(n in self.tenants.namespaces))) && "
+    "(!has(self.access.monitoringNamespaces) || "
+    "self.access.monitoringNamespaces.all(n, !(n in self.tenants.namespaces))))",
+    check=lambda s: (
+        not set(s.tenants.namespaces)
+        & (set(s.access.gateway_namespaces) | set(s.access.monitoring_namespaces))
+    ),
+    message="a tenant namespace may not also be a gateway or monitoring namespace: its "
+    "pods would reach every model of the pool",
+    field=".access",
+)
+
+
 class TenantPoolSpec(SpecModel):
     """A slice of GPU capacity and the rules of its use."""
 
@@ -288,6 +306,7 @@ class TenantPoolSpec(SpecModel):
             message="a Dedicated pool must say where it runs: set placement.nodeSelector",
             field=".placement.nodeSelector",
         ),
+        ACCESS_NOT_TENANT,
     )
 
 
