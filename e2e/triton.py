@@ -16,10 +16,11 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -137,6 +138,31 @@ class TritonServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+# Flags of a rendered Triton container that a local run sets for itself: where the
+# repository is, which ports and addresses it listens on, GPU metrics, and how long it
+# waits on SIGTERM.
+LOCAL_FLAGS = (
+    "--model-repository=",
+    "--http-port=",
+    "--grpc-port=",
+    "--metrics-port=",
+    "--allow-gpu-metrics=",
+    "--exit-timeout-secs=",
+)
+
+
+def rendered_server_args(deployment: Mapping[str, Any]) -> list[str]:
+    """The server flags of a rendered Deployment's ``triton`` container, for ``start``'s
+    ``extra_args``: every one but the command's name and the LOCAL_FLAGS. So a test runs
+    the server as the operator configures it (model control, strictness, metrics, the
+    response cache), not as the test would write it."""
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    args = list(next(c for c in containers if c["name"] == "triton")["args"])
+    if args and not args[0].startswith("-"):
+        args = args[1:]  # the command, "tritonserver"
+    return [a for a in args if not a.startswith(LOCAL_FLAGS)]
 
 
 def start(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS
 
 
 class Settings(BaseModel):
@@ -41,18 +44,35 @@ class Settings(BaseModel):
         gt=0,
         description="How long the watch may lag the API server before liveness fails.",
     )
+    cluster_cidrs: tuple[str, ...] = Field(
+        default=DEFAULT_CLUSTER_CIDRS,
+        description="The cluster's pod, Service and node networks (and the API server's "
+        "address where it lies outside them): model downloads never reach them. A pool "
+        "may say otherwise in access.modelDownload.clusterCIDRs.",
+    )
     verbose: bool = Field(default=False, description="Log every API call kopf makes.")
     workers: int = Field(
         default=16, ge=1, le=256, description="Threads that run reconciles concurrently."
     )
+
+    @field_validator("cluster_cidrs")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for network in value:
+            ipaddress.ip_network(network, strict=True)  # ValueError names the bad one
+        return value
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read ``SHOAL_*`` variables; unset ones keep their defaults."""
         env = os.environ if env is None else env
         values: dict[str, object] = {}
-        if ns := env.get("SHOAL_NAMESPACES", "").strip():
-            values["namespaces"] = tuple(n.strip() for n in ns.split(",") if n.strip())
+        for key, name in (
+            ("namespaces", "SHOAL_NAMESPACES"),
+            ("cluster_cidrs", "SHOAL_CLUSTER_CIDRS"),
+        ):
+            if listed := env.get(name, "").strip():
+                values[key] = tuple(n.strip() for n in listed.split(",") if n.strip())
         for key, name in (
             ("liveness_endpoint", "SHOAL_LIVENESS_ENDPOINT"),
             ("resync_seconds", "SHOAL_RESYNC_SECONDS"),

@@ -114,6 +114,13 @@ TENSOR = {"name": "x", "dataType": "FP32", "dims": [4]}
 TOLERATION = {"key": "shoal.dev/case", "operator": "Exists"}
 QUEUE = {"priority": 1, "policy": {"maxQueueSize": 8}}
 PRIORITY_LEVELS = {"priorityLevels": 2}
+EXISTS_APP = {"key": "app", "operator": "Exists"}
+PROXY = {
+    "url": "http://egress-proxy.{gateway}.svc:3128",
+    "namespace": "{gateway}",
+    "podSelector": {"matchLabels": {"app": "egress-proxy"}},
+    "port": 3128,
+}
 
 CASES: tuple[FieldCase, ...] = (
     # ------------------------------------------------------------------ InferenceModel
@@ -164,6 +171,7 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "runtime.cpu", "0.5"),
     FieldCase(IM, "runtime.memory", "4Gi"),
     FieldCase(IM, "runtime.shmSize", "2Gi"),
+    FieldCase(IM, "runtime.responseCacheSize", "512Mi", {"model.responseCache": True}),
     FieldCase(IM, "scaling", {"maxReplicas": 3}),
     FieldCase(IM, "scaling.minReplicas", 2),
     FieldCase(IM, "scaling.maxReplicas", 6),
@@ -271,6 +279,54 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(TP, "access.gatewayNamespaces", ["{gateway}"]),
     FieldCase(TP, "access.monitoringNamespaces", ["{gateway}"]),
     FieldCase(TP, "access.allowSameNamespace", False),
+    FieldCase(TP, "access.modelDownload", {"mode": "None"}),
+    FieldCase(TP, "access.modelDownload.mode", "None"),
+    FieldCase(TP, "access.modelDownload.clusterCIDRs", ["10.0.0.0/8", "fd00::/8"]),
+    FieldCase(
+        TP, "access.modelDownload.extraDestinations", [{"cidr": "169.254.170.23/32", "port": 80}]
+    ),
+    FieldCase(
+        TP,
+        "access.modelDownload.extraDestinations[].protocol",
+        "UDP",
+        {"access.modelDownload.extraDestinations": [{"cidr": "10.1.0.0/16", "port": 9000}]},
+    ),
+    FieldCase(TP, "access.modelDownload.proxy", PROXY, also={"access.modelDownload.mode": "Proxy"}),
+    FieldCase(
+        TP,
+        "access.modelDownload.proxy.noProxy",
+        [".example.com", "10.1.0.0/16"],
+        {"access.modelDownload": {"mode": "Proxy", "proxy": PROXY}},
+    ),
+    FieldCase(
+        TP,
+        "access.modelDownload.proxy.podSelector.matchLabels",
+        {"app": "proxy"},
+        {
+            "access.modelDownload": {
+                "mode": "Proxy",
+                "proxy": {**PROXY, "podSelector": {"matchExpressions": [EXISTS_APP]}},
+            }
+        },
+    ),
+    FieldCase(
+        TP,
+        "access.modelDownload.proxy.podSelector.matchExpressions",
+        [EXISTS_APP],
+        {"access.modelDownload": {"mode": "Proxy", "proxy": PROXY}},
+    ),
+    FieldCase(
+        TP,
+        "access.modelDownload.proxy.podSelector.matchExpressions[].values",
+        ["proxy"],
+        {
+            "access.modelDownload": {
+                "mode": "Proxy",
+                "proxy": {**PROXY, "podSelector": {"matchExpressions": [EXISTS_APP]}},
+            }
+        },
+        also={"access.modelDownload.proxy.podSelector.matchExpressions[].operator": "In"},
+    ),
     # ------------------------------------------------------------------ BatchPolicy
     FieldCase(BP, "maxBatchSize", 16),
     FieldCase(BP, "maxQueueDelay", "10ms"),

@@ -18,6 +18,10 @@ MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "shoal"
 MODEL_LABEL: Final = f"{GROUP}/model"
 POOL_LABEL: Final = f"{GROUP}/pool"
+# On a model's pods: "network" when its files are fetched over the network (s3://, gs://,
+# https://), "volume" when they come from a claim (pvc://). The pool's download egress
+# selects only the "network" pods.
+MODEL_SOURCE_LABEL: Final = f"{GROUP}/model-source"
 
 # Shoal's own finalizer: a TenantPool is held while models still use it.
 POOL_FINALIZER: Final = f"{GROUP}/pool-in-use"

@@ -27,6 +27,7 @@ from shoal.api.common import (
     unique_by,
 )
 from shoal.api.formats import CronSchedule, ImageReference, StorageUri, TimeZone
+from shoal.api.quantity import quantity_value
 from shoal.api.tenantpool import PoolName
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -261,6 +262,20 @@ class ModelSource(SpecModel):
     )
 
 
+# A whole number of bytes, with an optional decimal or binary suffix.
+CACHE_SIZE_PATTERN = r"^[1-9][0-9]{0,12}(Ki|Mi|Gi|Ti|k|M|G|T)?$"
+CACHE_SIZE_MIN, CACHE_SIZE_MAX = "1Mi", "1Ti"
+CacheSize = Annotated[
+    str,
+    TextFormat(
+        CACHE_SIZE_PATTERN,
+        "a whole number of bytes with an optional suffix, such as 512Mi",
+        max_length=15,
+        example="512Mi",
+    ),
+]
+
+
 class Runtime(SpecModel):
     """The Triton server each replica runs."""
 
@@ -275,6 +290,29 @@ class Runtime(SpecModel):
     memory: ResourceQuantity = Field(default="8Gi", description="Memory requested per replica.")
     shm_size: Quantity = Field(
         default="1Gi", description="Size of /dev/shm (Python backend and large tensors use it)."
+    )
+    response_cache_size: CacheSize | None = Field(
+        default=None,
+        description="Memory for Triton's response cache, in bytes with an optional suffix, "
+        f"e.g. 512Mi; from {CACHE_SIZE_MIN} to {CACHE_SIZE_MAX}. Added to memory in the "
+        "replica's request and limit. Used only when model.responseCache is true. Unset: "
+        "256Mi.",
+    )
+
+    rules = (
+        Rule(
+            cel=f"!has(self.responseCacheSize) || "
+            f"(quantity(self.responseCacheSize).compareTo(quantity('{CACHE_SIZE_MIN}')) >= 0 "
+            f"&& quantity(self.responseCacheSize).compareTo(quantity('{CACHE_SIZE_MAX}')) <= 0)",
+            check=lambda r: (
+                r.response_cache_size is None
+                or quantity_value(CACHE_SIZE_MIN)
+                <= quantity_value(r.response_cache_size)
+                <= quantity_value(CACHE_SIZE_MAX)
+            ),
+            message=f"responseCacheSize must be from {CACHE_SIZE_MIN} to {CACHE_SIZE_MAX}",
+            field=".responseCacheSize",
+        ),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 _DECIMAL_SUFFIXES = {
@@ -215,3 +216,20 @@ def canonical_quantity(text: str, *, resource_list: bool = False) -> str:
     if parsed is None:
         raise ValueError(f"{text!r} is not a Kubernetes quantity")
     return canonical(round_up_to_milli(parsed) if resource_list else parsed)
+
+
+def quantity_value(text: str) -> Decimal:
+    """The value of ``text`` as the API server parses it (exact: a whole number of nano
+    units, or an integer); ValueError where it refuses it. CEL rules compare quantities
+    with the server's ``quantity()``, and the same rules run in Python on this."""
+    parsed = parse_quantity(text)
+    if parsed is None:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity")
+    value = parsed.value
+    with localcontext() as exact:
+        exact.prec = max(28, len(str(value.numerator)) + 12)
+        return Decimal(value.numerator) / Decimal(value.denominator)
+
+
+def is_quantity(text: str) -> bool:
+    return parse_quantity(text) is not None

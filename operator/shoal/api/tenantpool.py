@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -126,6 +127,167 @@ class Priority(SpecModel):
     )
 
 
+# An IPv4 or IPv6 network in canonical form (no host bits, IPv6 compressed, lowercase).
+# IPv6 may not embed dotted IPv4: the API server's cidr() refuses IPv4-mapped networks.
+CIDR_PATTERN = r"^(([0-9]{1,3}(\.[0-9]{1,3}){3}|[0-9a-f:]{2,39})/[0-9]{1,3})$"
+Cidr = Annotated[
+    str,
+    TextFormat(
+        CIDR_PATTERN,
+        "a network such as 10.0.0.0/8 or fd00::/8",
+        max_length=43,
+        min_length=4,
+        example="10.0.0.0/8",
+    ),
+]
+PROXY_URL_PATTERN = r"^(https?://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?/?)$"
+ProxyUrl = Annotated[
+    str,
+    TextFormat(
+        PROXY_URL_PATTERN,
+        "an http:// or https:// URL of a host and optional port, without credentials or a path",
+        max_length=270,
+        example="http://egress-proxy.egress.svc.cluster.local:3128",
+    ),
+]
+NoProxyEntry = Annotated[
+    str,
+    TextFormat(
+        r"^([A-Za-z0-9.*:/\[\]_-]+)$",
+        "a host, a domain such as .example.com or a network such as 10.1.0.0/16",
+        max_length=253,
+        example=".example.com",
+    ),
+]
+_CANONICAL_CIDR_CEL = "isCIDR({0}) && string(cidr({0}).masked()) == {0}"
+
+
+def canonical_cidr(text: str) -> bool:
+    """Whether ``text`` is a network in the form the API server's cidr() prints."""
+    try:
+        return str(ipaddress.ip_network(text, strict=True)) == text
+    except ValueError:
+        return False
+
+
+class EgressProxy(SpecModel):
+    """An HTTP(S) proxy in the cluster that model downloads go through."""
+
+    url: ProxyUrl = Field(
+        description="The proxy's URL, set as HTTPS_PROXY and HTTP_PROXY in the model-fetch "
+        "init container, e.g. http://egress-proxy.egress.svc.cluster.local:3128. No "
+        "credentials: the URL is readable by everyone who can read the pool.",
+    )
+    namespace: DnsLabel = Field(
+        description="The proxy's namespace, matched by its immutable "
+        "kubernetes.io/metadata.name label."
+    )
+    pod_selector: LabelSelector = Field(
+        description="The proxy's pods in that namespace. The only destination the pool's "
+        "downloading pods may reach, besides DNS."
+    )
+    port: int = Field(
+        ge=1,
+        le=65535,
+        description="The TCP port the proxy's pods listen on (the container port: "
+        "NetworkPolicies see traffic after a Service has translated its port).",
+    )
+    no_proxy: Annotated[
+        list[NoProxyEntry],
+        UniqueList,
+    ] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Hosts, domains (.example.com) or networks (10.1.0.0/16) reached "
+        "without the proxy, added to NO_PROXY after localhost and the extraDestinations "
+        "networks. They must still be allowed by some NetworkPolicy.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+
+
+class Destination(SpecModel):
+    """One extra network and port the pool's downloading pods may reach."""
+
+    cidr: Cidr = Field(
+        description="The network, e.g. 169.254.170.23/32 for the EKS Pod Identity agent. "
+        "May lie inside the cluster's or the link-local ranges: that is its purpose."
+    )
+    port: int = Field(ge=1, le=65535, description="The destination port.")
+    protocol: Literal["TCP", "UDP"] = Field(default="TCP", description="TCP or UDP.")
+
+    rules = (
+        Rule(
+            cel=_CANONICAL_CIDR_CEL.format("self.cidr"),
+            check=lambda d: canonical_cidr(d.cidr),
+            message="cidr must be a network in canonical form, e.g. 10.0.0.0/8 or fd00::/8 "
+            "(no host bits set, IPv6 compressed and lowercase)",
+            field=".cidr",
+        ),
+    )
+
+
+class ModelDownload(SpecModel):
+    """How the model-fetch init container of the pool's pods reaches model storage.
+
+    Only pods whose model comes over the network (s3://, gs://, https://) get this egress;
+    a pvc:// model's pods reach DNS and nothing else.
+    """
+
+    mode: Literal["Direct", "Proxy", "None"] = Field(
+        default="Direct",
+        description="Direct: TCP 443 to addresses outside the cluster (never the "
+        "clusterCIDRs, nor link-local or instance-metadata addresses). Proxy: only the "
+        "proxy's pods, which the fetch container is pointed at. None: no download egress "
+        "at all (pvc:// models only).",
+    )
+    cluster_cidrs: list[Cidr] | None = Field(
+        default=None,
+        alias="clusterCIDRs",
+        max_length=64,
+        description="In Direct mode, the networks downloads must never reach: the "
+        "cluster's pod, Service and node ranges, and the API server's address where it "
+        "is not among them. Unset: the operator's setting (by default 10.0.0.0/8, "
+        "172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 and fc00::/7). Link-local and "
+        "instance-metadata addresses are refused whatever this says.",
+    )
+    proxy: EgressProxy | None = Field(
+        default=None, description="For Proxy mode: the proxy downloads go through."
+    )
+    extra_destinations: list[Destination] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Networks and ports downloads may also reach directly, in Direct and "
+        "Proxy mode, even inside the cluster or link-local: e.g. a credentials endpoint "
+        "such as the EKS Pod Identity agent or the GKE metadata server, or a private "
+        "object-storage endpoint.",
+    )
+
+    rules = (
+        Rule(
+            cel="!has(self.clusterCIDRs) || self.clusterCIDRs.all(c, "
+            + _CANONICAL_CIDR_CEL.format("c")
+            + ")",
+            check=lambda m: m.cluster_cidrs is None or all(map(canonical_cidr, m.cluster_cidrs)),
+            message="clusterCIDRs must list networks in canonical form, e.g. 10.0.0.0/8 or "
+            "fd00::/8 (no host bits set, IPv6 compressed and lowercase)",
+            field=".clusterCIDRs",
+        ),
+        Rule(
+            cel="(self.mode == 'Proxy') == has(self.proxy)",
+            check=lambda m: (m.mode == "Proxy") == (m.proxy is not None),
+            message="set proxy when, and only when, mode is Proxy",
+            field=".proxy",
+        ),
+        Rule(
+            cel="self.mode != 'None' || !has(self.extraDestinations) || "
+            "size(self.extraDestinations) == 0",
+            check=lambda m: m.mode != "None" or not m.extra_destinations,
+            message="mode None allows no download egress: leave extraDestinations empty",
+            field=".extraDestinations",
+        ),
+    )
+
+
 class Access(SpecModel):
     """Who may reach the pool's models over the network. Everything else is denied."""
 
@@ -146,6 +308,28 @@ class Access(SpecModel):
         default=True,
         description="Whether pods in the model's own namespace may call it.",
     )
+    model_download: ModelDownload = Field(
+        default_factory=ModelDownload,
+        description="Where the pool's pods may fetch model files from.",
+    )
+
+
+# A namespace that is both a tenant and a caller would give that tenant's own pods the
+# gateway's (or the scraper's) reach into every model of the pool.
+ACCESS_NOT_TENANT = Rule(
+    cel="!has(self.tenants.namespaces) || !has(self.access) || "
+    "((!has(self.access.gatewayNamespaces) || "
+    "self.access.gatewayNamespaces.all(n, !(n in self.tenants.namespaces))) && "
+    "(!has(self.access.monitoringNamespaces) || "
+    "self.access.monitoringNamespaces.all(n, !(n in self.tenants.namespaces))))",
+    check=lambda s: (
+        not set(s.tenants.namespaces)
+        & (set(s.access.gateway_namespaces) | set(s.access.monitoring_namespaces))
+    ),
+    message="a tenant namespace may not also be a gateway or monitoring namespace: its "
+    "pods would reach every model of the pool",
+    field=".access",
+)
 
 
 class TenantPoolSpec(SpecModel):
@@ -171,6 +355,7 @@ class TenantPoolSpec(SpecModel):
             message="a Dedicated pool must say where it runs: set placement.nodeSelector",
             field=".placement.nodeSelector",
         ),
+        ACCESS_NOT_TENANT,
     )
 
 

@@ -19,10 +19,11 @@ from shoal.api.constants import POOL_FINALIZER, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
-from shoal.reconcile.conditions import Cond
+from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.status import assemble, kstatus, write_status
+from shoal.render.access import access_condition, access_problems
 from shoal.render.desired import pool_objects
-from shoal.render.tenancy import tenant_objects
+from shoal.render.tenancy import tenant_objects, withdrawn_namespace_objects, withdrawn_namespaces
 from shoal.state import Operator
 
 TENANT_KINDS = {"ResourceQuota": "v1", "NetworkPolicy": "networking.k8s.io/v1"}
@@ -53,21 +54,13 @@ def admitted_namespaces(pool: TenantPool, namespaces: list[dict[str, Any]]) -> l
 
 def isolation_objects(op: Operator, pool: TenantPool, namespace: str) -> list[dict[str, Any]]:
     """The quota and network policies ``pool`` puts into a tenant namespace."""
-    return tenant_objects(pool, namespace)
+    return tenant_objects(pool, namespace, op.settings.cluster_cidrs)
 
 
-def withdrawn_objects(pool: TenantPool, namespace: str) -> list[dict[str, Any]]:
-    """What stays in a namespace the pool no longer admits while its pods run there:
-    the default-deny policy, so they are reachable by nobody and reach nothing."""
-    return [
-        o
-        for o in tenant_objects(pool, namespace)
-        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"].endswith("-default-deny")
-    ]
-
-
-def _pool_pods_run_in(op: Operator, pool: str, namespace: str) -> bool:
-    return bool(op.kube.list("v1", "Pod", namespace, labels=f"{POOL_LABEL}={pool}"))
+def _withdrawn(op: Operator, pool: TenantPool, namespace: str, admitted: list[str]) -> bool:
+    """Whether ``namespace``, which the pool no longer admits, still holds its pods."""
+    pods = op.kube.list("v1", "Pod", namespace, labels=f"{POOL_LABEL}={pool.metadata.name}")
+    return namespace in withdrawn_namespaces(pool, admitted, pods)
 
 
 def _spec_changed(body: dict[str, Any] | None) -> bool:
@@ -118,20 +111,19 @@ def _converge(op: Operator, pool: TenantPool, admitted: list[str]) -> None:
                 op.kube.apply(obj)
                 desired.append(obj)
     wanted = {key_of(o["kind"], o) for o in desired}
-    kept: set[tuple[str, str, str]] = set()
+    judged: set[str] = set()
     for live in op.cache.in_pool(name, TENANT_KINDS):
         key = key_of(live["kind"], live)
         namespace = key[1]
-        if key in wanted or key in kept:
-            continue
-        if namespace not in admitted and _pool_pods_run_in(op, name, namespace):
-            remaining = withdrawn_objects(pool, namespace)
-            kept |= {key_of(o["kind"], o) for o in remaining}
-            for obj in remaining:
-                op.kube.apply(obj)
-            if key in kept:
-                continue
-        op.kube.delete({**live, "apiVersion": TENANT_KINDS[live["kind"]]})
+        if namespace not in judged and key not in wanted:
+            judged.add(namespace)
+            if _withdrawn(op, pool, namespace, admitted):
+                with op.isolation_lock(name, namespace):
+                    for obj in withdrawn_namespace_objects(pool, namespace):
+                        op.kube.apply(obj)
+                        wanted.add(key_of(obj["kind"], obj))
+        if key not in wanted:
+            op.kube.delete({**live, "apiVersion": TENANT_KINDS[live["kind"]]})
 
 
 def _apply_priority_class(op: Operator, obj: dict[str, Any]) -> None:
@@ -191,10 +183,26 @@ def reconcile_pool(op: Operator, name: str) -> None:
             "Ready", "False", "ApplyFailed", f"{exc.status} {exc.reason}: {api_message(exc)}"
         )
         stuck = True
+    access = Cond(**access_condition(_access_problems(op, pool)))
     status = assemble(
         body,
-        [ready, *kstatus(ready, stalled=stuck)],
+        [ready, *kstatus(ready, stalled=stuck), access],
         admittedNamespaces=admitted,
         **pool_usage(models),
     )
-    write_status(op.kube, op.cache, body, status)
+    before = condition(body.get("status"), access.type) or {}
+    news = access.status == "False" and before.get("message") != access.message
+    if write_status(op.kube, op.cache, body, status) and news:
+        op.kube.event(body, "Warning", access.reason, access.message)
+
+
+def _access_problems(op: Operator, pool: TenantPool) -> list[Any]:
+    """What is wrong with the pool's gateway and monitoring namespaces (a namespace
+    anyone could create and then reach the pool's models from)."""
+    pools = []
+    for body in op.cache.all("TenantPool"):
+        try:
+            pools.append(parse_object(TenantPool, body))
+        except ValidationError:
+            continue  # reported on that pool
+    return access_problems(pool, op.cache.all("Namespace"), pools)

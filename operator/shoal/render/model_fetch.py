@@ -31,6 +31,11 @@ class FetchPlan:
     mounts: list[dict[str, Any]] = field(default_factory=list)
 
 
+def needs_network(storage_uri: str) -> bool:
+    """Whether fetching from ``storage_uri`` needs the network (every scheme but pvc://)."""
+    return urlsplit(storage_uri).scheme != "pvc"
+
+
 def fetch_plan(storage_uri: str, model_name: str) -> FetchPlan:
     """Pure: the copy command for a (validated) storage URI."""
     dest = f"{MODEL_ROOT}/{model_name}"

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from shoal.api.constants import API_VERSION, MANAGED_BY, MANAGED_BY_LABEL, MODEL_LABEL, POOL_LABEL
+from shoal.api.constants import (
+    API_VERSION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    MODEL_LABEL,
+    MODEL_SOURCE_LABEL,
+    POOL_LABEL,
+)
 from shoal.api.inferencemodel import InferenceModel
 
-__all__ = ["MANAGED_BY", "MODEL_LABEL", "POOL_LABEL"]
+__all__ = ["MANAGED_BY", "MODEL_LABEL", "MODEL_SOURCE_LABEL", "POOL_LABEL"]
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 
 

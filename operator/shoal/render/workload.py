@@ -8,13 +8,15 @@ from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import InferenceModel
+from shoal.api.quantity import canonical_quantity, quantity_value
 from shoal.api.tenantpool import TenantPoolSpec
 from shoal.render.model_config import render_config_pbtxt
-from shoal.render.model_fetch import FETCH_IMAGE, MODEL_ROOT, fetch_plan
+from shoal.render.model_fetch import FETCH_IMAGE, MODEL_ROOT, fetch_plan, needs_network
 from shoal.render.names import (
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
+    MODEL_SOURCE_LABEL,
     config_map_name,
     model_labels,
     model_metadata,
@@ -30,6 +32,8 @@ GRACE_SECONDS = 30
 # before Triton stops accepting them.
 PRESTOP_SLEEP_SECONDS = 5
 GPU = "nvidia.com/gpu"
+# The response cache's size when the model does not say.
+DEFAULT_CACHE_BYTES = 256 * 2**20
 
 
 def config_map(model: InferenceModel, config_pbtxt: str) -> dict[str, Any]:
@@ -46,7 +50,32 @@ def checksum(*parts: object) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def response_cache_bytes(model: InferenceModel) -> int | None:
+    """Bytes of Triton's response cache; None when the model does not use the cache."""
+    runtime = model.spec.runtime
+    if not model.spec.model.response_cache:
+        return None
+    if runtime.response_cache_size is not None:
+        return int(quantity_value(runtime.response_cache_size))
+    return DEFAULT_CACHE_BYTES
+
+
+def replica_memory(model: InferenceModel) -> str:
+    """The memory a replica requests and is limited to: the spec's, plus the response
+    cache, which Triton allocates on top of what the model needs."""
+    memory = str(model.spec.runtime.memory)
+    cache = response_cache_bytes(model)
+    if cache is None:
+        return memory
+    total = quantity_value(memory) + cache
+    return canonical_quantity(format(total.normalize(), "f"), resource_list=True)
+
+
 def triton_args(model: InferenceModel) -> list[str]:
+    cache = response_cache_bytes(model)
+    # The model config's response_cache only marks the model as cacheable: the server
+    # caches nothing unless it is started with a cache.
+    cache_args = [f"--cache-config=local,size={cache}"] if cache is not None else []
     return [
         "tritonserver",
         f"--model-repository={MODEL_ROOT}",
@@ -62,6 +91,27 @@ def triton_args(model: InferenceModel) -> list[str]:
         "--allow-gpu-metrics=true",
         "--metrics-config=summary_latencies=true",
         f"--exit-timeout-secs={GRACE_SECONDS - PRESTOP_SLEEP_SECONDS - 5}",
+        *cache_args,
+    ]
+
+
+def proxy_env(pool: TenantPoolSpec) -> list[dict[str, str]]:
+    """The fetch container's proxy settings in the pool's Proxy mode (rclone, like every
+    Go program, reads HTTPS_PROXY, HTTP_PROXY and NO_PROXY); none otherwise."""
+    download = pool.access.model_download
+    if download.mode != "Proxy" or download.proxy is None:
+        return []
+    no_proxy = [
+        "localhost",
+        "127.0.0.1",
+        "::1",
+        *(d.cidr for d in download.extra_destinations),
+        *download.proxy.no_proxy,
+    ]
+    return [
+        {"name": "HTTPS_PROXY", "value": download.proxy.url},
+        {"name": "HTTP_PROXY", "value": download.proxy.url},
+        {"name": "NO_PROXY", "value": ",".join(dict.fromkeys(no_proxy))},
     ]
 
 
@@ -84,7 +134,9 @@ def deployment(
     runtime = spec.runtime
     name = model.metadata.name
     fetch = fetch_plan(spec.model.storage_uri, spec.model.name)
-    limits: dict[str, Any] = {"memory": runtime.memory}
+    remote = needs_network(spec.model.storage_uri)
+    memory = replica_memory(model)
+    limits: dict[str, Any] = {"memory": memory}
     if runtime.gpus:
         limits[GPU] = str(runtime.gpus)
     node_selector = dict(pool.placement.node_selector)
@@ -117,7 +169,7 @@ def deployment(
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         "resources": {
-            "requests": {"cpu": runtime.cpu, "memory": runtime.memory},
+            "requests": {"cpu": runtime.cpu, "memory": memory},
             "limits": limits,
         },
         # Loading a large model can take minutes: the startup probe allows 10.
@@ -133,7 +185,7 @@ def deployment(
         "image": FETCH_IMAGE,
         "imagePullPolicy": "IfNotPresent",
         "args": fetch.args,
-        "env": [{"name": "HOME", "value": "/tmp"}],
+        "env": [{"name": "HOME", "value": "/tmp"}, *(proxy_env(pool) if remote else [])],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}},
         "securityContext": container_security_context(),
         "volumeMounts": [
@@ -185,7 +237,10 @@ def deployment(
             },
             "template": {
                 "metadata": {
-                    "labels": model_labels(model),
+                    "labels": {
+                        **model_labels(model),
+                        MODEL_SOURCE_LABEL: "network" if remote else "volume",
+                    },
                     # The pool's priority is stamped on each pod when it is created: a
                     # change of it rolls the pods, like a change of their spec.
                     "annotations": {
