@@ -28,3 +28,10 @@ POOL_FINALIZER: Final = f"{GROUP}/pool-in-use"
 # On every child: the digest of what Shoal last applied, so a pass can tell a field it
 # stopped sending (which must go) from one the server added (which stays).
 APPLIED_ANNOTATION: Final = f"{GROUP}/applied"
+
+# The oldest Kubernetes the CRDs and the admission policy work on: selectable fields on
+# custom resources (spec.pool) and the CEL CIDR library are on by default from 1.31;
+# ValidatingAdmissionPolicy is GA from 1.30. The chart's kubeVersion says the same.
+MINIMUM_KUBERNETES: Final = "1.31"
+# The newest the tests run on (the local cluster's version).
+TESTED_KUBERNETES: Final = "1.36"
