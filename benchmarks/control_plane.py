@@ -189,6 +189,10 @@ class Figures:
     writes_by_resource: dict[str, int] = field(default_factory=dict)
     noop_writes_by_resource: dict[str, int] = field(default_factory=dict)
     cpu_seconds_until_ready: dict[str, float] = field(default_factory=dict)
+    # Until Ready: the watch events the operator received (by kind, and whether they
+    # called for a pass) and the passes it ran (by kind and result).
+    watch_events_until_ready: dict[str, int] = field(default_factory=dict)
+    passes_until_ready: dict[str, int] = field(default_factory=dict)
 
 
 def parallel(
@@ -264,13 +268,18 @@ def quiet_total(audit_log: Path) -> int:
         total = now
 
 
-def reconcile_count(metrics_url: str) -> float:
+def counters(metrics_url: str, name: str) -> dict[str, float]:
+    """The operator's counter ``name`` by its label set (as written in the exposition)."""
     text = httpx.get(metrics_url, timeout=10).text
-    return sum(
-        float(line.rsplit(" ", 1)[1])
+    return {
+        line.rsplit(" ", 1)[0][len(name) :]: float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith("shoal_reconciles_total{")
-    )
+        if line.startswith(name + "{")
+    }
+
+
+def reconcile_count(metrics_url: str) -> float:
+    return sum(counters(metrics_url, "shoal_reconciles_total").values())
 
 
 def cpu_seconds(pid: int) -> float:
@@ -436,6 +445,8 @@ def run_size(n: int, work: Path) -> Figures:
                 name: round(seconds - cpu_before[name], 1)
                 for name, seconds in cpu_by_process(cluster, operator.pid).items()
             }
+            events = counters(operator.metrics_url, "shoal_watch_events_total")
+            passes = counters(operator.metrics_url, "shoal_reconciles_total")
             # Converged: wait for the last status writes (Ready flips) to land.
             settled = quiet_total(audit_log)
             by_resource = operator_writes(audit_log)
@@ -468,6 +479,8 @@ def run_size(n: int, work: Path) -> Figures:
         writes_by_resource=dict(sorted(by_resource.items())),
         noop_writes_by_resource=dict(sorted(noop_by_resource.items())),
         cpu_seconds_until_ready=cpu,
+        watch_events_until_ready={k: round(v) for k, v in sorted(events.items())},
+        passes_until_ready={k: round(v) for k, v in sorted(passes.items())},
     )
 
 

@@ -56,7 +56,11 @@ def _cmd_render(args: argparse.Namespace) -> int:
         for text in texts:
             docs += [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
     try:
-        objects = render_documents(docs)
+        objects = (
+            render_documents(docs, tuple(args.cluster_cidr))
+            if args.cluster_cidr
+            else render_documents(docs)
+        )
     except RenderError as exc:
         print(f"shoal render: {exc}", file=sys.stderr)
         return 1
@@ -90,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         required=True,
         help="a YAML file or directory of custom resources, or - for stdin (repeatable)",
+    )
+    p.add_argument(
+        "--cluster-cidr",
+        action="append",
+        metavar="CIDR",
+        help="a network of the cluster that model downloads never reach (repeatable), as "
+        "SHOAL_CLUSTER_CIDRS gives it to the operator; default: the private ranges",
     )
     p.set_defaults(func=_cmd_render)
 

@@ -25,7 +25,7 @@ from shoal import __version__
 from shoal.api.constants import API_VERSION, GROUP, MANAGED_BY, MANAGED_BY_LABEL, VERSION
 from shoal.resync import listed, resync_all
 from shoal.state import Operator
-from shoal.telemetry import STALE_WATCH, stale_keys
+from shoal.telemetry import EVENTS, STALE_WATCH, stale_keys
 
 MANAGED_LABELS = {MANAGED_BY_LABEL: MANAGED_BY}
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
@@ -96,7 +96,9 @@ def _register(
     async def index(body: kopf.Body, memo: Any, **_: Any) -> dict[tuple[str, str], str]:
         op = state(memo)
         raw = dict(body)
-        if op.cache.put(kind, raw):
+        relevant = op.cache.put(kind, raw)
+        EVENTS.labels(kind, str(relevant).lower()).inc()
+        if relevant:
             route(op, kind, raw)
         meta = raw.get("metadata") or {}
         # What the watch itself delivered, for the liveness check of the watches.
@@ -107,11 +109,15 @@ def _register(
         op = state(memo)
         raw = dict(body)
         if type == "DELETED":
+            EVENTS.labels(kind, "true").inc()
             op.cache.drop(kind, raw)
             op.verified.forget(kind, raw)
             route(op, kind, raw, deleted=True)
-        elif not indexed and op.cache.put(kind, raw):
-            route(op, kind, raw)
+        elif not indexed:
+            relevant = op.cache.put(kind, raw)
+            EVENTS.labels(kind, str(relevant).lower()).inc()
+            if relevant:
+                route(op, kind, raw)
 
     if indexed:
         # The index is named after the id: handlers receive it as a keyword argument.

@@ -23,6 +23,11 @@ RETRIES = Counter(
     ["kind"],
 )
 WRITES = Counter("shoal_api_writes_total", "Writes sent to the API server, by kind.", ["kind"])
+EVENTS = Counter(
+    "shoal_watch_events_total",
+    "Watch events received, by kind, and whether they called for a pass.",
+    ["kind", "relevant"],
+)
 RESYNCS = Counter(
     "shoal_resyncs_total", "Periodic resync rounds: every served object was requested a pass."
 )

@@ -176,7 +176,7 @@ class Kube:
         applied: dict[str, Any] = self._call(
             "PATCH",
             path_of(desired),
-            body=stamped(desired),
+            body=stamped(desired, wanted),
             query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             content_type="application/apply-patch+yaml",
         )

@@ -33,22 +33,24 @@ _QUANTITY_KEYS = frozenset({"sizeLimit", "averageValue"})
 
 def digest(desired: dict[str, Any]) -> str:
     """A short digest of a desired object, the annotation itself left out."""
-    body = copy.deepcopy(desired)
-    meta = body.get("metadata") or {}
-    annotations = meta.get("annotations") or {}
-    annotations.pop(APPLIED_ANNOTATION, None)
-    if not annotations:
-        meta.pop("annotations", None)
+    body = desired
+    if APPLIED_ANNOTATION in ((desired.get("metadata") or {}).get("annotations") or {}):
+        body = copy.deepcopy(desired)
+        meta = body["metadata"]
+        meta["annotations"].pop(APPLIED_ANNOTATION)
+        if not meta["annotations"]:
+            del meta["annotations"]
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
-def stamped(desired: dict[str, Any]) -> dict[str, Any]:
-    """``desired`` with its digest in the applied annotation (a new dict)."""
-    out = copy.deepcopy(desired)
-    meta = out.setdefault("metadata", {})
-    meta["annotations"] = {**(meta.get("annotations") or {}), APPLIED_ANNOTATION: digest(desired)}
-    return out
+def stamped(desired: dict[str, Any], wanted: str | None = None) -> dict[str, Any]:
+    """``desired`` with its digest (``wanted``, if already known) in the applied
+    annotation: a new dict, sharing all but its metadata with ``desired``."""
+    meta = dict(desired.get("metadata") or {})
+    stamp = digest(desired) if wanted is None else wanted
+    meta["annotations"] = {**(meta.get("annotations") or {}), APPLIED_ANNOTATION: stamp}
+    return {**desired, "metadata": meta}
 
 
 def last_applied(live: dict[str, Any]) -> str | None:

@@ -7,6 +7,7 @@ documents given.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,7 +17,7 @@ from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.desired import model_objects, pool_objects
-from shoal.render.tenancy import tenant_objects
+from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS, tenant_objects
 
 
 class RenderError(ValueError):
@@ -29,7 +30,9 @@ def _where(doc: dict[str, Any]) -> str:
     return f"{doc.get('kind')} {ns}{meta.get('name', '?')}"
 
 
-def render_documents(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def render_documents(
+    docs: list[dict[str, Any]], cluster_cidrs: Sequence[str] = DEFAULT_CLUSTER_CIDRS
+) -> list[dict[str, Any]]:
     pools: dict[str, TenantPool] = {}
     policies: dict[tuple[str, str], BatchPolicy] = {}
     models: list[InferenceModel] = []
@@ -68,7 +71,7 @@ def render_documents(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             name for name, labels in namespaces.items() if admits(each_pool, name, labels)
         }
         for namespace in sorted(admitted):
-            out += tenant_objects(each_pool, namespace)
+            out += tenant_objects(each_pool, namespace, cluster_cidrs)
     for model in models:
         where = f"InferenceModel {model.metadata.namespace}/{model.metadata.name}"
         model_pool = pools.get(model.spec.pool)
