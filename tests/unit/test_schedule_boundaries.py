@@ -149,3 +149,114 @@ def test_a_floor_is_a_value() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         floor.min_replicas = 3  # type: ignore[misc]
     assert len({floor, Floor(2, ("w",))}) == 1
+
+
+# ------------------------------------------------------------------ clock changes
+
+PARIS = ZoneInfo("Europe/Paris")
+HOUR = dt.timedelta(hours=1)
+
+
+def test_a_start_the_clocks_pass_twice_opens_once_for_its_duration() -> None:
+    """2026-10-25: Paris goes back from 03:00 CEST to 02:00 CET, so 02:30 shows twice."""
+    spec = scaling(window(start="30 2 * * *", duration="1h", tz="Europe/Paris"))
+    start = dt.datetime(2026, 10, 25, 0, 30, tzinfo=UTC)  # 02:30 CEST, the first one
+    assert floor_at(spec, start - US).min_replicas == 1
+    assert floor_at(spec, start).min_replicas == 4
+    # 02:29:59 CET: the wall clock is back before the start, the hour is not over.
+    assert floor_at(spec, start + HOUR - US).min_replicas == 4
+    # 02:30 CET: closed, not opened a second time.
+    assert floor_at(spec, start + HOUR).min_replicas == 1
+    assert next_change(spec, start) == start + HOUR
+    assert next_change(spec, start + HOUR) == dt.datetime(2026, 10, 26, 1, 30, tzinfo=UTC)
+
+
+def test_no_opening_is_missed_in_the_hour_that_repeats() -> None:
+    """Moments of one zone compare by wall time: 02:30 CET (the later) is not before
+    02:50 CEST (the earlier). The next change must be the earlier instant."""
+    spec = scaling(
+        window("a", start="30 2 * * *", duration="1h", tz="Europe/Paris", floor=3),
+        window("b", start="50 2 * * *", duration="5m", tz="Europe/Paris", floor=5),
+    )
+    now = dt.datetime(2026, 10, 25, 0, 40, tzinfo=UTC)  # 02:40 CEST
+    b_opens = dt.datetime(2026, 10, 25, 0, 50, tzinfo=UTC)  # 02:50 CEST
+    assert next_change(spec, now) == b_opens
+    assert floor_at(spec, b_opens) == Floor(5, ("a", "b"))
+    assert next_change(spec, b_opens) == b_opens + dt.timedelta(minutes=5)
+
+
+def test_now_in_the_windows_own_zone_during_the_repeated_hour() -> None:
+    spec = scaling(window(start="30 2 * * *", duration="1h", tz="Europe/Paris"))
+    for minute in (0, 29, 30, 45):
+        first = dt.datetime(2026, 10, 25, 2, minute, tzinfo=PARIS)  # CEST
+        second = dt.datetime(2026, 10, 25, 2, minute, tzinfo=PARIS, fold=1)  # CET
+        for local in (first, second):
+            utc = local.astimezone(UTC)
+            assert floor_at(spec, local) == floor_at(spec, utc)
+            assert next_change(spec, local) == next_change(spec, utc)
+    assert floor_at(spec, dt.datetime(2026, 10, 25, 2, 45, tzinfo=PARIS)).min_replicas == 4
+    assert floor_at(spec, dt.datetime(2026, 10, 25, 2, 45, tzinfo=PARIS, fold=1)).min_replicas == 1
+
+
+def test_a_start_the_clocks_skip_opens_as_if_they_had_not_moved() -> None:
+    """2026-03-29: Paris jumps from 02:00 CET to 03:00 CEST; 02:30 never shows, and
+    reads as 03:30 CEST (as Go's time.Date and Python read it)."""
+    spec = scaling(window(start="30 2 * * *", duration="1h", tz="Europe/Paris"))
+    opens = dt.datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+    assert next_change(spec, dt.datetime(2026, 3, 29, 0, 0, tzinfo=UTC)) == opens
+    assert floor_at(spec, opens - US).min_replicas == 1
+    assert floor_at(spec, opens).min_replicas == 4
+    assert next_change(spec, opens) == opens + HOUR
+    assert floor_at(spec, opens + HOUR).min_replicas == 1
+
+
+@pytest.mark.parametrize(
+    "opens",
+    [
+        dt.datetime(2026, 10, 24, 20, tzinfo=UTC),  # 22:00 CEST; the clocks go back at 03:00
+        dt.datetime(2026, 3, 28, 21, tzinfo=UTC),  # 22:00 CET; they go forward at 02:00
+    ],
+)
+def test_a_window_across_a_clock_change_lasts_its_duration(opens: dt.datetime) -> None:
+    spec = scaling(window(start="0 22 * * *", duration="10h", tz="Europe/Paris"))
+    closes = opens + dt.timedelta(hours=10)
+    assert floor_at(spec, opens).min_replicas == 4
+    assert next_change(spec, opens) == closes
+    assert floor_at(spec, closes - US).min_replicas == 4
+    assert floor_at(spec, closes).min_replicas == 1
+
+
+@pytest.mark.parametrize(
+    ("tz", "day"),
+    [
+        ("Europe/Paris", dt.date(2026, 10, 25)),
+        ("Europe/Paris", dt.date(2026, 3, 29)),
+        ("America/New_York", dt.date(2026, 11, 1)),
+        ("America/New_York", dt.date(2026, 3, 8)),
+        ("Australia/Lord_Howe", dt.date(2026, 4, 5)),  # back by 30 minutes
+        ("Australia/Lord_Howe", dt.date(2026, 10, 4)),
+        ("Antarctica/Troll", dt.date(2026, 10, 25)),  # back by two hours
+        ("Antarctica/Troll", dt.date(2026, 3, 29)),
+    ],
+)
+@pytest.mark.parametrize(
+    ("start", "duration"),
+    [("30 2 * * *", "1h"), ("*/20 1-3 * * *", "30m"), ("0 22 * * *", "10h"), ("0 1 * * *", "1s")],
+)
+def test_the_floor_holds_until_the_next_change_across_clock_changes(
+    tz: str, day: dt.date, start: str, duration: str
+) -> None:
+    """From a day before the change to a day after, boundary to boundary: next_change
+    is after now, and the floor is the same everywhere before it."""
+    spec = scaling(window(start=start, duration=duration, tz=tz))
+    now = dt.datetime.combine(day, dt.time(), UTC) - dt.timedelta(days=1)
+    until = now + dt.timedelta(days=3)
+    while now < until:
+        upcoming = next_change(spec, now)
+        assert upcoming is not None
+        assert upcoming > now
+        assert upcoming.utcoffset() == dt.timedelta(0)
+        floor = floor_at(spec, now)
+        for probe in (now + (upcoming - now) / 2, upcoming - US):
+            assert floor_at(spec, probe) == floor, (now, probe, upcoming)
+        now = upcoming
