@@ -260,3 +260,20 @@ def test_the_floor_holds_until_the_next_change_across_clock_changes(
         for probe in (now + (upcoming - now) / 2, upcoming - US):
             assert floor_at(spec, probe) == floor, (now, probe, upcoming)
         now = upcoming
+
+
+def test_starts_out_of_wall_clock_order_in_a_skipped_half_hour() -> None:
+    """2026-10-04: Lord Howe jumps from 02:00 (+10:30) to 02:30 (+11:00) at 15:30 UTC.
+    02:40 is ten minutes after the jump; the skipped 02:20, read as if the clocks had not
+    moved, twenty: the later wall time is the earlier instant, and the search for the
+    last and the next start must look past the first one it finds."""
+    spec = scaling(window(start="20,40 2 * * *", duration="30m", tz="Australia/Lord_Howe"))
+    jump = dt.datetime(2026, 10, 3, 15, 30, tzinfo=UTC)
+    minutes = dt.timedelta(minutes=1)
+    assert next_change(spec, jump + 5 * minutes) == jump + 10 * minutes  # 02:40 opens
+    assert floor_at(spec, jump + 10 * minutes).min_replicas == 4
+    assert next_change(spec, jump + 10 * minutes) == jump + 20 * minutes  # 02:20 starts
+    # Open until 30 minutes after the later start, not the first one found.
+    assert next_change(spec, jump + 25 * minutes) == jump + 50 * minutes
+    assert floor_at(spec, jump + 45 * minutes).min_replicas == 4
+    assert floor_at(spec, jump + 50 * minutes).min_replicas == 1
