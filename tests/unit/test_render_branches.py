@@ -241,10 +241,13 @@ def p95_target(latency: str) -> str:
         ("1ms", "1m", Decimal("0.001")),
         ("1.001s", "1001m", Decimal("1.001")),
         ("999ms", "999m", Decimal("0.999")),
-        # Sub-millisecond parts: the HPA works in milli-units; the nearest one.
+        # Sub-millisecond parts: the HPA works in milli-units; the part is dropped, so
+        # the target is never looser than asked, and never below 1ms.
         ("1400us", "1m", Decimal("0.001")),
-        ("1600us", "2m", Decimal("0.002")),
+        ("1600us", "1m", Decimal("0.001")),
         ("2ms300us", "2m", Decimal("0.002")),
+        ("2500us", "2m", Decimal("0.002")),
+        ("3500us", "3m", Decimal("0.003")),
     ],
 )
 def test_p95_targets_are_exact_milliseconds(latency: str, quantity: str, seconds: Decimal) -> None:
