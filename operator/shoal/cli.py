@@ -28,6 +28,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_gateway_agent(args: argparse.Namespace) -> int:
+    import logging
+
+    from shoal.gateway.agent import run
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return run(
+        args.namespace, args.configmap, Path(args.dir), Path(args.master_socket), once=args.once
+    )
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from shoal.api.generate import write
 
@@ -103,6 +114,17 @@ def build_parser() -> argparse.ArgumentParser:
         "SHOAL_CLUSTER_CIDRS gives it to the operator; default: the private ranges",
     )
     p.set_defaults(func=_cmd_render)
+
+    p = sub.add_parser(
+        "gateway-agent",
+        help="keep a pool gateway's HAProxy on its ConfigMap (the gateway pods' sidecar)",
+    )
+    p.add_argument("--namespace", required=True, help="the gateways' namespace")
+    p.add_argument("--configmap", required=True, help="the pool's gateway ConfigMap")
+    p.add_argument("--dir", required=True, help="where HAProxy reads its configuration")
+    p.add_argument("--master-socket", required=True, help="HAProxy's master CLI socket")
+    p.add_argument("--once", action="store_true", help="write the files and exit")
+    p.set_defaults(func=_cmd_gateway_agent)
 
     p = sub.add_parser("generate", help="write crds/ and docs/api-reference.md from the models")
     p.add_argument("--root", default=".", help="repository root to write into")

@@ -20,6 +20,7 @@ from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
 from shoal.reconcile.conditions import Cond, condition
+from shoal.reconcile.gateway import converge_gateway
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
 from shoal.render.desired import pool_objects
@@ -54,7 +55,7 @@ def admitted_namespaces(pool: TenantPool, namespaces: list[dict[str, Any]]) -> l
 
 def isolation_objects(op: Operator, pool: TenantPool, namespace: str) -> list[dict[str, Any]]:
     """The quota and network policies ``pool`` puts into a tenant namespace."""
-    return tenant_objects(pool, namespace, op.settings.cluster_cidrs)
+    return tenant_objects(pool, namespace, op.settings.cluster_cidrs, op.settings.gateway_namespace)
 
 
 def _withdrawn(op: Operator, pool: TenantPool, namespace: str, admitted: list[str]) -> bool:
@@ -167,8 +168,10 @@ def reconcile_pool(op: Operator, name: str) -> None:
         )
         return
     admitted = [ns for ns in admitted_namespaces(pool, op.cache.all("Namespace")) if op.watches(ns)]
+    gateway: dict[str, Any] | None = None
     try:
         _converge(op, pool, admitted)
+        gateway = converge_gateway(op, pool, admitted, models)
         ready = Cond(
             "Ready",
             "True",
@@ -184,16 +187,30 @@ def reconcile_pool(op: Operator, name: str) -> None:
         )
         stuck = True
     access = Cond(**access_condition(_access_problems(op, pool)))
+    gateway_ready = gateway_condition(pool, gateway)
     status = assemble(
         body,
-        [ready, *kstatus(ready, stalled=stuck), access],
+        [ready, *kstatus(ready, stalled=stuck), access, *gateway_ready],
         admittedNamespaces=admitted,
+        gateway=gateway,
         **pool_usage(models),
     )
     before = condition(body.get("status"), access.type) or {}
     news = access.status == "False" and before.get("message") != access.message
     if write_status(op.kube, op.cache, body, status) and news:
         op.kube.event(body, "Warning", access.reason, access.message)
+
+
+def gateway_condition(pool: TenantPool, gateway: dict[str, Any] | None) -> list[Cond]:
+    """GatewayReady: whether the pool's gateway has a replica ready to take requests."""
+    if not pool.spec.gateway.enabled:
+        return [Cond("GatewayReady", "False", "Disabled", "The pool has no gateway.")]
+    if gateway is None:
+        return [Cond("GatewayReady", "Unknown", "NotApplied", "The gateway is not applied.")]
+    ready, wanted = gateway["readyReplicas"], pool.spec.gateway.replicas
+    if ready:
+        return [Cond("GatewayReady", "True", "Available", f"{ready} of {wanted} replicas ready.")]
+    return [Cond("GatewayReady", "False", "NoReplicasAvailable", "No gateway replica is ready.")]
 
 
 def _access_problems(op: Operator, pool: TenantPool) -> list[Any]:
