@@ -16,7 +16,7 @@ from e2e.cluster import local
 from e2e.cluster.target import Target, resolve_target
 from e2e.install import Kubectl, install_crds, kubectl_for
 from e2e.install import operator_kubeconfig as operator_kubeconfig_for
-from e2e.operator import running_operator
+from e2e.operator import OperatorProcess, running_operator
 from kubernetes import client
 
 from tests.support.wait import wait_for
@@ -83,9 +83,12 @@ def operator_kubeconfig(
 
 
 @pytest.fixture(scope="session")
-def operator(operator_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def operator(
+    operator_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
     """The real operator (``shoal run``), cluster-wide, as its ServiceAccount; yields
-    its log. Tracebacks in the log (a 403 among them) fail the session."""
+    the process (its log and endpoints). Tracebacks in the log (a 403 among them) fail
+    the session."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     with running_operator(operator_kubeconfig, log) as process:
         yield process

@@ -39,6 +39,12 @@ def pods_of(core: client.CoreV1Api, namespace: str, app: str) -> list[client.V1P
     return list(core.list_namespaced_pod(namespace, label_selector=f"app={app}").items)
 
 
+def allocatable(node: client.V1Node) -> dict[str, str]:
+    """What ``node`` offers the scheduler; every registered node reports it."""
+    assert node.status.allocatable is not None, node.metadata.name
+    return node.status.allocatable
+
+
 def summary(pods: list[client.V1Pod]) -> list[dict[str, Any]]:
     return [
         {
@@ -58,7 +64,7 @@ def test_gpu_nodes_are_ready_with_allocatable_gpus(gpu_nodes: list[client.V1Node
     for node in gpu_nodes:
         ready = {c.type: c.status for c in node.status.conditions or []}.get("Ready")
         assert ready == "True", f"{node.metadata.name} Ready={ready}"
-        assert int(node.status.allocatable[GPU]) > 0, node.status.allocatable
+        assert int(allocatable(node)[GPU]) > 0, node.status.allocatable
         assert node.metadata.labels.get("nvidia.com/gpu.product"), node.metadata.labels
 
 
@@ -86,8 +92,10 @@ def test_one_gpu_pod_is_scheduled_to_a_gpu_node_and_runs(
     )
     gpu_node_names = {n.metadata.name for n in gpu_nodes}
     assert pods[0].spec.node_name in gpu_node_names, summary(pods)
+    assert pods[0].spec.node_name is not None  # it is one of gpu_node_names
     # The untainted (shared) group: the pod does not tolerate the dedicated taint.
     node = core.read_node(pods[0].spec.node_name)
+    assert node.metadata.labels is not None
     assert node.metadata.labels["shoal.dev/node-group"] == "shared-gpu"
 
 
@@ -97,7 +105,7 @@ def test_pod_asking_more_gpus_than_any_node_has_stays_pending(
     namespace: str,
     gpu_nodes: list[client.V1Node],
 ) -> None:
-    most = max(int(n.status.allocatable[GPU]) for n in gpu_nodes)
+    most = max(int(allocatable(n)[GPU]) for n in gpu_nodes)
     apps.create_namespaced_deployment(namespace, gpu_deployment("too-big", gpus=most + 1))
 
     def unschedulable(pods: list[client.V1Pod]) -> bool:
@@ -116,6 +124,7 @@ def test_pod_asking_more_gpus_than_any_node_has_stays_pending(
     assert pods[0].status.phase == "Pending"
     assert pods[0].spec.node_name is None
     message = next(c.message for c in pods[0].status.conditions if c.type == "PodScheduled")
+    assert message is not None  # the scheduler says why it is Unschedulable
     assert f"Insufficient {GPU}" in message, message
 
 
@@ -125,6 +134,7 @@ def test_deleting_an_owner_garbage_collects_its_dependents(
     owner = core.create_namespaced_config_map(
         namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner"))
     )
+    assert owner.metadata.uid is not None  # the API server sets it on create
     ref = client.V1OwnerReference(
         api_version="v1", kind="ConfigMap", name="owner", uid=owner.metadata.uid
     )

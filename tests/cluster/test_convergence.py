@@ -20,6 +20,12 @@ from tests.support.shoal_objects import (
 from tests.support.wait import wait_for
 
 
+def metrics(hpa: client.V2HorizontalPodAutoscaler) -> list[client.V2MetricSpec]:
+    """The HPA's metrics: Shoal always writes at least the queue-depth one."""
+    assert hpa.spec.metrics is not None, hpa.spec
+    return hpa.spec.metrics
+
+
 def test_removing_a_pools_replica_quota_removes_it_from_the_quota(
     api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
@@ -35,6 +41,7 @@ def test_removing_a_pools_replica_quota_removes_it_from_the_quota(
             lambda q: (q.spec.hard or {}).get("pods") == "8",
             timeout=30,
         )
+        assert quota.spec.hard is not None  # the wait above saw pods: "8" in it
         assert quota.spec.hard["requests.nvidia.com/gpu"] == "8"
         shoal.patch("TenantPool", pool, {"spec": {"quota": {"replicas": None}}})
         quota = wait_for(
@@ -58,7 +65,7 @@ def test_removing_the_p95_target_removes_the_hpa_metric(
         wait_for(
             "two HPA metrics",
             lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("tail", namespace),
-            lambda h: len(h.spec.metrics) == 2,
+            lambda h: len(metrics(h)) == 2,
             timeout=60,
         )
         shoal.patch(
@@ -67,10 +74,10 @@ def test_removing_the_p95_target_removes_the_hpa_metric(
         hpa = wait_for(
             "the P95 metric to go",
             lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("tail", namespace),
-            lambda h: len(h.spec.metrics) == 1,
+            lambda h: len(metrics(h)) == 1,
             timeout=60,
         )
-        assert hpa.spec.metrics[0].type == "Pods"
+        assert metrics(hpa)[0].type == "Pods"
 
 
 def test_status_keys_that_no_longer_apply_are_removed(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
@@ -50,17 +50,19 @@ def test_stored_examples_parse_back_into_the_models_unchanged(
         model = MODELS[doc["kind"]]
         plural = f"{doc['kind'].lower()}s".replace("policys", "policies")
         if doc["kind"] == "TenantPool":
-            stored = custom.get_cluster_custom_object(
+            result = custom.get_cluster_custom_object(
                 "shoal.dev", "v1alpha1", plural, doc["metadata"]["name"]
             )
         else:
-            stored = custom.get_namespaced_custom_object(
+            result = custom.get_namespaced_custom_object(
                 "shoal.dev",
                 "v1alpha1",
                 doc["metadata"]["namespace"],
                 plural,
                 doc["metadata"]["name"],
             )
+        # The client types a custom object `object`; the server sends it as a JSON mapping.
+        stored = cast("dict[str, Any]", result)
         assert model.model_validate(stored).spec == model.model_validate(doc).spec, doc
         # The server filled in the defaults the models declare, e.g.:
         if doc["kind"] == "InferenceModel":

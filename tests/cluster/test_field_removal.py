@@ -17,7 +17,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from e2e.install import Kubectl
@@ -133,11 +133,13 @@ def _handled(custom: client.CustomObjectsApi, docs: list[dict[str, Any]]) -> lis
         plural = {IM: "inferencemodels", TP: "tenantpools", BP: "batchpolicies"}[doc["kind"]]
         meta = doc["metadata"]
         if doc["kind"] == TP:
-            live = custom.get_cluster_custom_object("shoal.dev", "v1alpha1", plural, meta["name"])
+            result = custom.get_cluster_custom_object("shoal.dev", "v1alpha1", plural, meta["name"])
         else:
-            live = custom.get_namespaced_custom_object(
+            result = custom.get_namespaced_custom_object(
                 "shoal.dev", "v1alpha1", meta["namespace"], plural, meta["name"]
             )
+        # The client types a custom object `object`; the server sends it as a JSON mapping.
+        live = cast("dict[str, Any]", result)
         if (live.get("status") or {}).get("observedGeneration") != live["metadata"]["generation"]:
             behind.append(f"{doc['kind']} {meta['name']}")
     return behind
@@ -161,13 +163,15 @@ def _differences(kube: Kube, core: client.CoreV1Api) -> list[str]:
             desired += tenant_objects(pool, ns)
     for body in shoal_objects[IM]:
         model = parse_object(InferenceModel, body)
-        pool = pools.get(model.spec.pool)
-        if pool is None:
+        model_pool = pools.get(model.spec.pool)
+        if model_pool is None:
             continue
         ref = model.spec.batch_policy
         policy = policies.get((model.metadata.namespace or "", ref.name)) if ref else None
         floor = floor_at(model.spec.scaling, now)
-        desired += model_objects(model, policy.spec if policy else None, pool, floor.min_replicas)
+        desired += model_objects(
+            model, policy.spec if policy else None, model_pool, floor.min_replicas
+        )
     out = []
     for obj in desired:
         meta = obj["metadata"]

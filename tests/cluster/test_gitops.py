@@ -104,6 +104,7 @@ def test_model_pods_pass_the_restricted_pod_security_profile(
     with pytest.raises(client.ApiException) as refused:
         core.create_namespaced_pod(namespace, bad)
     assert refused.value.status == 403
+    assert refused.value.body is not None
     assert "violates PodSecurity" in refused.value.body
     shoal = Shoal(api)
     with shoal.pool([namespace]) as pool:
@@ -148,6 +149,7 @@ def test_the_operators_own_pod_passes_the_restricted_profile(
     """shoal-system enforces `restricted`; the operator Deployment's pod is admitted."""
     core = client.CoreV1Api(api)
     labels = core.read_namespace("shoal-system").metadata.labels
+    assert labels is not None
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     pods = wait_for(
         "the operator's pod admitted and Running",

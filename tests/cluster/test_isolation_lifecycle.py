@@ -9,6 +9,8 @@ policies allow; this checks which of them exist when.)
 
 from __future__ import annotations
 
+import datetime as dt
+
 from e2e.operator import OperatorProcess
 from kubernetes import client
 
@@ -17,14 +19,17 @@ from tests.support.shoal_objects import Shoal, inference_model, wait_ready, wait
 from tests.support.wait import wait_for
 
 
-def _policies(net: client.NetworkingV1Api, namespace: str, pool: str) -> dict[str, str]:
+def _policies(net: client.NetworkingV1Api, namespace: str, pool: str) -> dict[str, dt.datetime]:
     """The pool's NetworkPolicies in ``namespace``: name -> creation time."""
-    return {
-        p.metadata.name: p.metadata.creation_timestamp
-        for p in net.list_namespaced_network_policy(
-            namespace, label_selector=f"shoal.dev/pool={pool}"
-        ).items
-    }
+    policies: dict[str, dt.datetime] = {}
+    for p in net.list_namespaced_network_policy(
+        namespace, label_selector=f"shoal.dev/pool={pool}"
+    ).items:
+        # The API server sets both on every object it stores.
+        assert p.metadata.name is not None
+        assert p.metadata.creation_timestamp is not None
+        policies[p.metadata.name] = p.metadata.creation_timestamp
+    return policies
 
 
 def test_a_newly_admitted_namespace_is_isolated_before_its_model_runs(
@@ -41,6 +46,7 @@ def test_a_newly_admitted_namespace_is_isolated_before_its_model_runs(
         deployment = apps.read_namespaced_deployment("early", namespace)
         policies = _policies(net, namespace, pool)
         deny = policies[f"shoal-{pool}-default-deny"]
+        assert deployment.metadata.creation_timestamp is not None
         assert deny <= deployment.metadata.creation_timestamp, (deny, deployment.metadata)
 
 

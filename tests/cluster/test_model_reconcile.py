@@ -54,7 +54,9 @@ def children(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]
     return out
 
 
-def events_for(api: client.ApiClient, namespace: str, name: str) -> list[tuple[str, str]]:
+def events_for(
+    api: client.ApiClient, namespace: str, name: str
+) -> list[tuple[str | None, str | None]]:
     items = (
         client.CoreV1Api(api)
         .list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}")
@@ -100,7 +102,9 @@ def test_a_model_becomes_a_ready_triton_stack(
         assert len(pods) == 2
         for pod in pods:
             assert pod.status.phase == "Running"
+            assert pod.spec.node_name is not None  # it is Running
             node = client.CoreV1Api(api).read_node(pod.spec.node_name)
+            assert node.metadata.labels is not None
             assert node.metadata.labels["shoal.dev/node-group"] == "shared-gpu"
             assert pod.spec.priority_class_name == f"shoal-pool-{pool}"
         config = kids["ConfigMap"].data["config.pbtxt"]
@@ -264,11 +268,15 @@ def test_a_batch_policy_change_reaches_its_models(
             wait_ready(shoal, namespace, name)
         shoal.patch("BatchPolicy", "tuned", {"spec": {"maxQueueDelay": "7ms"}}, namespace)
         for name in ("first", "second"):
+            # A def: mypy cannot infer a lambda with a default argument as a Callable[[], T].
+            def config_text(n: str = name) -> str:
+                data = core.read_namespaced_config_map(f"{n}-model-config", namespace).data
+                assert data is not None, f"ConfigMap {n}-model-config has no data"
+                return data["config.pbtxt"]
+
             wait_for(
                 f"{name}'s config to carry the new delay",
-                lambda n=name: core.read_namespaced_config_map(f"{n}-model-config", namespace).data[
-                    "config.pbtxt"
-                ],
+                config_text,
                 lambda text: "max_queue_delay_microseconds: 7000" in text,
                 timeout=30,
             )

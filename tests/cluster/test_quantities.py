@@ -53,7 +53,7 @@ def stored(api: client.ApiClient, namespace: str, value: Any) -> tuple[str, str]
         auth_settings=["BearerToken"],
     )
     response = api.call_api(method, url, header_params=headers, body=body)
-    raw = response.read()  # type: ignore[no-untyped-call]
+    raw = response.read()
     if not 200 <= response.status < 300:
         raise ApiException(http_resp=response)
     spec = json.loads(raw)["spec"]

@@ -127,6 +127,7 @@ def test_a_pod_beyond_the_pools_gpu_quota_is_refused(
         with pytest.raises(ApiException) as refused:
             core.create_namespaced_pod(namespace, gpu_pod("second", f"shoal-pool-{pool}", 1))
         assert refused.value.status == 403
+        assert refused.value.body is not None
         assert "exceeded quota" in refused.value.body
         assert f"requests.{GPU}" in refused.value.body
 
@@ -144,9 +145,11 @@ def refusal(shoal: Shoal, model: dict[str, Any], namespace: str) -> ApiException
         shoal.delete("InferenceModel", model["metadata"]["name"], namespace)
         return None
 
-    return wait_for(
+    refused = wait_for(
         "the API server to refuse the model", attempt, lambda e: e is not None, timeout=20
     )
+    assert refused is not None  # what wait_for waited for
+    return refused
 
 
 def test_the_api_server_refuses_models_the_pool_does_not_admit(
@@ -156,11 +159,13 @@ def test_the_api_server_refuses_models_the_pool_does_not_admit(
     with shoal.pool(["somebody-else"]) as pool:
         refused = refusal(shoal, inference_model("intruder", pool), namespace)
         assert refused.status == 403
+        assert refused.body is not None
         assert f"spec.pool: TenantPool {pool} does not admit namespace {namespace}" in (
             refused.body
         )
     with shoal.pool([namespace], gpus=2) as pool:
         refused = refusal(shoal, inference_model("greedy", pool, min_replicas=3), namespace)
+        assert refused.body is not None
         assert "spec.scaling.minReplicas: the warm pool needs 3 GPUs" in refused.body
 
 
@@ -206,7 +211,9 @@ def test_a_dedicated_pools_models_run_only_on_its_nodes(
             timeout=90,
         )
         for pod in pods:
+            assert pod.spec.node_name is not None  # it is Running
             node = core.read_node(pod.spec.node_name)
+            assert node.metadata.labels is not None
             assert node.metadata.labels["shoal.dev/node-group"] == "dedicated-gpu"
             assert pod.spec.priority == 100_000
     finally:
@@ -229,20 +236,24 @@ def test_a_dedicated_pod_preempts_shared_pods_when_gpus_run_out(
     try:
         with shoal.pool([namespace], gpus=8) as shared:
             for pc in (f"shoal-pool-{shared}", f"shoal-pool-{burst}"):
+                # A def: mypy cannot infer a lambda with a default argument as a Callable[[], T].
+                def priority_class(pc: str = pc) -> client.V1PriorityClass:
+                    return client.SchedulingV1Api(api).read_priority_class(pc)
+
                 wait_for(
                     f"PriorityClass {pc}",
-                    lambda pc=pc: client.SchedulingV1Api(api).read_priority_class(pc),
+                    priority_class,
                     lambda p: p is not None,
                     timeout=30,
                 )
-            used = sum(
-                int((c.resources.requests or {}).get(GPU, 0))
-                for p in core.list_pod_for_all_namespaces(
-                    field_selector=f"spec.nodeName={node}"
-                ).items
-                if p.status.phase in ("Running", "Pending")
-                for c in p.spec.containers
-            )
+            used = 0
+            for p in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items:
+                assert p.status is not None  # a stored pod has both
+                assert p.spec is not None
+                if p.status.phase in ("Running", "Pending"):
+                    for c in p.spec.containers:
+                        assert c.resources is not None  # the API server sends at least {}
+                        used += int((c.resources.requests or {}).get(GPU, 0))
             free = 8 - used
             assert free >= 2, f"only {free} GPUs free on {node}"
             for i in range(free):

@@ -87,6 +87,7 @@ def test_queue_depth_scales_up_then_back_to_the_warm_pool(
         wait_ready(shoal, namespace, "linear")
         # The config the operator rendered, as each pod would mount it.
         rendered = core.read_namespaced_config_map("linear-model-config", namespace)
+        assert rendered.data is not None
         repo = tmp_path / "repo"
         add_model(repo, for_cpu(rendered.data["config.pbtxt"]), model_py="linear_cost.py")
         backers = PodBackers(core, namespace, "linear", repo, pipeline, tmp_path / "pods").start()
@@ -100,7 +101,9 @@ def test_queue_depth_scales_up_then_back_to_the_warm_pool(
             )
 
             def replicas() -> int:
-                return int(apps.read_namespaced_deployment("linear", namespace).spec.replicas)
+                count = apps.read_namespaced_deployment("linear", namespace).spec.replicas
+                assert count is not None  # the API server defaults it
+                return int(count)
 
             step = time.monotonic()
             load = LoadGenerator(backers.http_urls, "linear", clients=32, body=BODY).start()

@@ -14,12 +14,13 @@ import subprocess
 from pathlib import Path
 
 import httpx
+from e2e.linear_model import BODY
 
 from e2e import triton
 from shoal.api.tenantpool import TenantPool
 from shoal.render.desired import model_objects
 from shoal.render.model_fetch import MODEL_ROOT, SOURCE_MOUNT
-from tests.e2e.test_batching_on_triton import BODY, linear_model
+from tests.e2e.test_batching_on_triton import linear_model
 from tests.support.resources import example
 
 MODELS = Path(__file__).resolve().parents[2] / "e2e" / "models"

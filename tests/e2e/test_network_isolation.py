@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -150,7 +150,7 @@ def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]
     }
 
 
-def pod(name: str, ns: str, labels: dict[str, str], ports: list[int] = ()) -> dict[str, Any]:
+def pod(name: str, ns: str, labels: dict[str, str], ports: Sequence[int] = ()) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",

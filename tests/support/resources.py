@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from shoal.api.crd import KINDS, Kind
 
@@ -64,12 +64,19 @@ def create(
                 GROUP, VERSION, kind.plural, obj, field_validation="Strict"
             )
     except ApiException as exc:
+        raise Rejected(exc.status, _server_message(exc.body)) from None
+    # The client types the result `object`: it is the created object, a JSON mapping.
+    return dict(cast("dict[str, Any]", result))
+
+
+def _server_message(body: str | None) -> str:
+    """The message of the Status the API server answered with, else the body as it came."""
+    if body is not None:
         try:
-            message = json.loads(exc.body)["message"]
+            return json.loads(body)["message"]
         except (TypeError, ValueError, KeyError):
-            message = str(exc.body)
-        raise Rejected(exc.status, message) from None
-    return dict(result)
+            pass
+    return str(body)
 
 
 def delete(api: client.ApiClient, obj: dict[str, Any]) -> None:

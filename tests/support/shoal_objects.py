@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -66,15 +66,17 @@ class Shoal:
     def create(self, obj: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
         plural = _plural(obj["kind"])
         if obj["kind"] == "TenantPool":
-            return dict(self.custom.create_cluster_custom_object(GROUP, VERSION, plural, obj))
-        return dict(
+            return _body(self.custom.create_cluster_custom_object(GROUP, VERSION, plural, obj))
+        assert namespace is not None, f"a {obj['kind']} is namespaced: pass its namespace"
+        return _body(
             self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, obj)
         )
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
         if kind == "TenantPool":
-            return dict(self.custom.get_cluster_custom_object(GROUP, VERSION, _plural(kind), name))
-        return dict(
+            return _body(self.custom.get_cluster_custom_object(GROUP, VERSION, _plural(kind), name))
+        assert namespace is not None, f"a {kind} is namespaced: pass its namespace"
+        return _body(
             self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, _plural(kind), name)
         )
 
@@ -84,6 +86,7 @@ class Shoal:
         if kind == "TenantPool":
             self.custom.patch_cluster_custom_object(GROUP, VERSION, _plural(kind), name, body)
         else:
+            assert namespace is not None, f"a {kind} is namespaced: pass its namespace"
             self.custom.patch_namespaced_custom_object(
                 GROUP, VERSION, namespace, _plural(kind), name, body
             )
@@ -93,6 +96,7 @@ class Shoal:
             if kind == "TenantPool":
                 self.custom.delete_cluster_custom_object(GROUP, VERSION, _plural(kind), name)
             else:
+                assert namespace is not None, f"a {kind} is namespaced: pass its namespace"
                 self.custom.delete_namespaced_custom_object(
                     GROUP, VERSION, namespace, _plural(kind), name
                 )
@@ -109,6 +113,12 @@ class Shoal:
             yield name
         finally:
             self.delete("TenantPool", name)
+
+
+def _body(result: object) -> dict[str, Any]:
+    """A copy of what a CustomObjectsApi call returned. The client types its results
+    ``object``; for these calls the server's answer is the object, a JSON mapping."""
+    return dict(cast("dict[str, Any]", result))
 
 
 def _plural(kind: str) -> str:

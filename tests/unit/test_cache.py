@@ -76,7 +76,7 @@ def test_an_older_copy_changes_nothing() -> None:
 
 def test_a_models_own_status_write_does_not_count_but_its_deletion_does() -> None:
     cache = Cache()
-    model = {
+    model: dict[str, Any] = {
         "kind": "InferenceModel",
         "metadata": {"name": "m", "namespace": "ns", "generation": 3, "resourceVersion": "1"},
         "spec": {"pool": "p"},

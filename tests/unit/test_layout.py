@@ -29,4 +29,5 @@ def test_stdlib_operator_module_is_not_shadowed_from_the_repo_root() -> None:
 
 def test_shoal_is_importable_from_the_source_root() -> None:
     shoal = importlib.import_module("shoal")
+    assert shoal.__file__ is not None
     assert Path(shoal.__file__).resolve().parent == REPO / "operator" / "shoal"

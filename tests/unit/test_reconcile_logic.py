@@ -12,7 +12,7 @@ from shoal.reconcile.pool import pool_usage
 
 def test_holds_ignores_server_added_fields_but_not_changes() -> None:
     desired = {"spec": {"ports": [{"name": "http", "port": 8000}], "type": "ClusterIP"}}
-    live = {
+    live: dict[str, Any] = {
         "metadata": {"resourceVersion": "7"},
         "spec": {
             "ports": [{"name": "http", "port": 8000, "protocol": "TCP"}],
@@ -121,7 +121,7 @@ def test_pod_problem_quotes_the_scheduler() -> None:
 
 
 def test_pool_usage_counts_gpus_of_running_replicas() -> None:
-    models = [
+    models: list[dict[str, Any]] = [
         {"spec": {"runtime": {"gpus": 2}}, "status": {"replicas": 3}},
         {"spec": {"runtime": {"gpus": 1}}, "status": {}},
     ]

@@ -53,7 +53,9 @@ def test_a_burst_for_one_key_costs_one_pass() -> None:
         for _ in range(100):
             q.add("a", delay=0.2)
         q.add("b", delay=0.2)
-        wait_for("both passes", lambda: handler.passes, lambda p: p["a"] and p["b"], timeout=5)
+        wait_for(
+            "both passes", lambda: handler.passes, lambda p: bool(p["a"] and p["b"]), timeout=5
+        )
         time.sleep(0.3)
     assert handler.passes == Counter({"a": 1, "b": 1})
 
