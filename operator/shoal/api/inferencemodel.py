@@ -364,7 +364,9 @@ class Scaling(SpecModel):
         "(maxBatchSize / 4, at least 1).",
     )
     target_p95_latency: LatencyTarget | None = Field(
-        default=None, description="P95 request latency to aim for, e.g. 200ms."
+        default=None,
+        description="P95 request latency to aim for, e.g. 200ms (the autoscaler works in "
+        "whole milliseconds: a sub-millisecond part is dropped).",
     )
     scale_up: ScalingPolicy = Field(
         default_factory=lambda: ScalingPolicy(stabilization_window="0s"),

@@ -10,6 +10,7 @@ metric on its Service.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
@@ -68,7 +69,10 @@ def _rules(policy: ScalingPolicy, *, up: bool) -> dict[str, Any]:
 
 
 def _milli(seconds: float) -> str:
-    return canonical_quantity(f"{round(seconds * 1000)}m")
+    """A latency target as the HPA reads it, in whole milliseconds: a sub-millisecond
+    part is dropped, so the target is never looser than asked (2500us is 2m, 3500us 3m,
+    where rounding to the nearest sent ties to the even one), and never below 1ms."""
+    return canonical_quantity(f"{max(1, math.floor(round(seconds * 1_000_000) / 1000))}m")
 
 
 def horizontal_autoscaler(
