@@ -39,14 +39,25 @@ def route(op: Operator, kind: str, body: dict[str, Any], *, deleted: bool = Fals
     meta = body.get("metadata") or {}
     namespace, name = meta.get("namespace") or "", meta.get("name") or ""
     if kind == "InferenceModel":
-        if deleted:  # its pool may be waiting for its last model before it can go
-            op.request_pool(str((body.get("spec") or {}).get("pool") or ""))
-        else:
+        # Its pool may be waiting for its last model before it can go, and the pool's
+        # gateway routes to it.
+        op.request_pool(
+            str((body.get("spec") or {}).get("pool") or ""),
+            delay=0 if deleted else ENDPOINTS_GATHER_SECONDS,
+        )
+        if not deleted:
             op.request_model(namespace, name)
     elif kind == "TenantPool":
         op.request_pool(name)
     elif kind == "BatchPolicy":
         op.request_policy(namespace, name)
+        # Its lanes and batch size shape the gateway's routes to its models.
+        for pool in {
+            str((m.get("spec") or {}).get("pool") or "")
+            for m in op.cache.all("InferenceModel", [namespace])
+            if ((m.get("spec") or {}).get("batchPolicy") or {}).get("name") == name
+        }:
+            op.request_pool(pool, delay=ENDPOINTS_GATHER_SECONDS)
     elif kind == "Namespace":
         # Pools admit namespaces by name and by label: any change may admit or release
         # one, and decides whether the models there may run.
