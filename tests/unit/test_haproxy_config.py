@@ -28,6 +28,7 @@ from shoal.render.haproxy import (
     grpc_name_prefix,
     haproxy_config,
     quote,
+    reserved_slots,
     share,
     shed_multiplier,
     sustained_limit,
@@ -166,6 +167,11 @@ def test_the_limits_arithmetic() -> None:
     assert [share(9, n) for n in (1, 2, 3, 4)] == [9, 5, 3, 3]
     assert [shed_multiplier(3, p) for p in (1, 2, 3)] == [None, 2, 1]
     assert shed_multiplier(0, 1) is None
+    # A quarter of each replica's slots, in steps, the lowest lane leaving the most.
+    assert [reserved_slots(16, 3, p) for p in (1, 2, 3)] == [None, 2, 4]
+    assert [reserved_slots(8, 2, p) for p in (1, 2)] == [None, 2]
+    assert reserved_slots(1, 2, 2) == 1  # at least one
+    assert reserved_slots(16, 0, 2) is None
 
 
 def test_concurrency_is_each_replicas_share_of_the_cap() -> None:
@@ -226,6 +232,23 @@ def test_priority_lanes_order_the_queues_and_shed_the_low_ones() -> None:
     assert any("nbsrv,mul(16) if { req.hdr(X-Shoal-Priority) -m int 3 }" in r for r in ranker)
     assert any("nbsrv,mul(32) if { req.hdr(X-Shoal-Priority) -m int 2 }" in r for r in ranker)
     assert not any("-m int 1 }" in r and "shed_at" in r for r in ranker)
+    # While the top lane is in use, lanes 2 and 3 leave 2 and 4 slots a replica free.
+    assert any(
+        "track-sc2 str(m_team-a_ranker) table top_lanes if { req.hdr(X-Shoal-Priority) -m int 1 }"
+        in r
+        for r in ranker
+    )
+    assert any(
+        "txn.reserve) nbsrv,mul(2) if { req.hdr(X-Shoal-Priority) -m int 2 }" in r for r in ranker
+    )
+    assert any(
+        "txn.reserve) nbsrv,mul(4) if { req.hdr(X-Shoal-Priority) -m int 3 }" in r for r in ranker
+    )
+    assert any(
+        "{ var(txn.top_lane) -m int gt 0 }" in r and "be_conn_free,sub(txn.reserve)" in r
+        for r in ranker
+    )
+    assert "backend top_lanes" in text
     gate = section(text, "backend gate_team-a")
     assert (
         "http-request set-var(txn.priority) int(2) if { var(txn.route) -m str m_team-a_ranker }"

@@ -61,6 +61,12 @@ TABLE_KEY_LENGTH = 320
 TABLE_EXPIRE_S = 3 * SUSTAINED_WINDOW_S
 # Clients retry a 429 or a shed 503 after this many seconds.
 RETRY_AFTER_S = 1
+# Priority lanes: while a route's top lane is in use (a lane-1 request within the last
+# TOP_LANE_WINDOW_S), the lower lanes leave this share of every replica's slots free for
+# it, so a top-lane request never waits for a whole service time behind them.
+TOP_LANE_RESERVE = 0.25
+TOP_LANE_WINDOW_S = 10
+TOP_LANE_TABLE = "top_lanes"
 
 # Health: active checks of Triton's readiness, plus passive observation of responses.
 CHECK_PATH = "/v2/health/ready"
@@ -186,6 +192,15 @@ def sustained_limit(limits: Limits) -> int | None:
     return SUSTAINED_WINDOW_S * limits.requests_per_second + limits.burst
 
 
+def reserved_slots(server_maxconn: int, levels: int, priority: int) -> int | None:
+    """Slots of each replica a request of ``priority`` must leave free while the top lane
+    is in use: lane p >= 2 of L lanes stops at TOP_LANE_RESERVE * (p - 1) / (L - 1) of
+    them (at least one), so the lowest lane stops first and lane 1 always finds a slot."""
+    if levels < 2 or priority < 2:
+        return None
+    return max(1, math.ceil(server_maxconn * TOP_LANE_RESERVE * (priority - 1) / (levels - 1)))
+
+
 def shed_multiplier(levels: int, priority: int) -> int | None:
     """How many rounds of the backend's slots may queue before a request of
     ``priority`` is shed: lane p >= 2 of L lanes is refused once the queue holds
@@ -256,7 +271,7 @@ def validate(config: GatewayConfig) -> None:
         _check(_HOST, peer.host, "peer host")
     if len({p.name for p in config.peers}) != len(config.peers):
         raise GatewayConfigError("a peer is listed twice")
-    names = {gate_backend(t) for t in tenants} | {"unrouted"}
+    names = {gate_backend(t) for t in tenants} | {"unrouted", TOP_LANE_TABLE}
     seen: set[tuple[str, str]] = set()
     for route in config.routes:
         if (route.tenant, route.model) in seen:
@@ -655,20 +670,33 @@ def _route_backend(route: Route, grpc: bool) -> list[str]:
         f"http-request set-priority-class req.hdr({PRIORITY_HEADER})",
     ]
     if route.priority_levels >= 2:
-        lines.append(
-            "# Shed the low lanes fast when the queue already holds rounds of work for every slot."
-        )
-        for priority in range(2, route.priority_levels + 1):
-            rounds = shed_multiplier(route.priority_levels, priority)
+        levels, header = route.priority_levels, PRIORITY_HEADER
+        lines += [
+            "# Low lanes are shed (503 at once), never left to time out: while the top lane",
+            "# is in use, when taking a slot would leave fewer than its reserve free; and",
+            "# always, when the queue already holds rounds of work for every slot.",
+            f"http-request track-sc2 str({name}) table {TOP_LANE_TABLE} "
+            f"if {{ req.hdr({header}) -m int 1 }}",
+            f"http-request set-var(txn.top_lane) str({name}),"
+            f"table_http_req_rate({TOP_LANE_TABLE}) unless {{ req.hdr({header}) -m int 1 }}",
+        ]
+        for priority in range(2, levels + 1):
+            reserve = reserved_slots(route.server_maxconn, levels, priority)
+            rounds = shed_multiplier(levels, priority)
+            assert reserve is not None
             assert rounds is not None
-            lines.append(
+            lane = f"{{ req.hdr({header}) -m int {priority} }}"
+            lines += [
+                f"http-request set-var(txn.reserve) nbsrv,mul({reserve}) if {lane}",
                 f"http-request set-var(txn.shed_at) nbsrv,mul({rounds * route.server_maxconn}) "
-                f"if {{ req.hdr({PRIORITY_HEADER}) -m int {priority} }}"
-            )
-        lines.append(
-            _deny(503, "overloaded: low priority shed", f"hdr Retry-After {RETRY_AFTER_S}")
-            + " if { var(txn.shed_at) -m found } { queue,sub(txn.shed_at) -m int ge 0 }"
-        )
+                f"if {lane}",
+            ]
+        shed = _deny(503, "overloaded: low priority shed", f"hdr Retry-After {RETRY_AFTER_S}")
+        lines += [
+            shed + " if { var(txn.top_lane) -m int gt 0 } { var(txn.reserve) -m found } "
+            "{ be_conn_free,sub(txn.reserve) -m int le 0 }",
+            shed + " if { var(txn.shed_at) -m found } { queue,sub(txn.shed_at) -m int ge 0 }",
+        ]
     if grpc:
         servers = [
             f"server {s.name} {s.host}:{s.grpc_port} proto h2 maxconn {route.server_maxconn} "
@@ -723,6 +751,17 @@ def haproxy_config(config: GatewayConfig) -> str:
             ["http-request return status 404"],
         )
     )
+    if any(r.priority_levels >= 2 for r in _admitted_routes(config)):
+        sections.append(
+            _section(
+                f"backend {TOP_LANE_TABLE}",
+                [
+                    "# When each route's top lane was last used (this replica only).",
+                    f"stick-table type string len 64 size 4k expire {3 * TOP_LANE_WINDOW_S}s "
+                    f"store http_req_rate({TOP_LANE_WINDOW_S}s)",
+                ],
+            )
+        )
     for route in _admitted_routes(config):
         sections.append(_route_backend(route, grpc=False))
         sections.append(_route_backend(route, grpc=True))
