@@ -6,9 +6,10 @@ HAProxy runs in master-worker mode (``-W``) with its master CLI on a unix socket
 1. the files the configuration names (signing keys) are written, each atomically
    (a temporary file in the same directory, then ``rename``);
 2. the new configuration is written beside the live one and checked with
-   ``haproxy -c`` (with the replica's ``-L`` name, as peers depend on it); if HAProxy
-   refuses it, :class:`InvalidConfigError` is raised with HAProxy's own message, and the
-   live file and the running workers are left untouched;
+   ``haproxy -c`` (with the replica's ``-L`` name, as peers depend on it), and the key
+   files it names are checked to be PEM public keys (``haproxy -c`` accepts a missing
+   one); if either is refused, :class:`InvalidConfigError` is raised with what is wrong
+   (HAProxy's own message), and the live file and the running workers are untouched;
 3. the checked file replaces the live one (``rename``);
 4. once the running worker can hand its stick tables over (HAProxy 2.6 does so only
    after the worker's own start-up resync, up to 5 s after it started), the servers'
@@ -65,6 +66,8 @@ class MasterStatus:
     reloads: int
     failed_reloads: int
     workers: tuple[int, ...]  # process ids of the current workers, newest first
+    # Workers of earlier configurations still finishing their requests.
+    old_workers: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,33 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise
 
 
+_JWT_KEY = re.compile(r'jwt_verify\("[A-Z0-9]+","([^"]+)"\)')
+PUBLIC_KEY_PEM = b"-----BEGIN PUBLIC KEY-----"
+
+
+def key_file_problems(config_text: str) -> list[str]:
+    """What is wrong with the key files ``jwt_verify`` names. HAProxy 2.6 loads them as
+    PEM public keys (SubjectPublicKeyInfo; not certificates) at start-up but accepts a
+    configuration whose key is missing or unreadable, and then refuses every token signed
+    with that key: so they are checked here."""
+    problems = []
+    for path in sorted(set(_JWT_KEY.findall(config_text))):
+        try:
+            data = Path(path).read_bytes()
+        except OSError as error:
+            problems.append(f"{path}: {error.strerror or error}")
+            continue
+        if PUBLIC_KEY_PEM not in data:
+            problems.append(f"{path}: not a PEM public key ({PUBLIC_KEY_PEM.decode()})")
+    return problems
+
+
 def check(config: Path, local_peer: str, binary: str = "haproxy", timeout: float = 30) -> None:
-    """``haproxy -c`` on ``config``; :class:`InvalidConfigError` with its output if refused."""
+    """``haproxy -c`` on ``config``, and its key files; :class:`InvalidConfigError` with
+    what is wrong if either is refused."""
+    problems = key_file_problems(config.read_text())
+    if problems:
+        raise InvalidConfigError("\n".join(problems))
     result = subprocess.run(
         [binary, "-c", "-f", str(config), "-L", local_peer],
         capture_output=True,
@@ -147,19 +175,24 @@ def master_status(runtime: RuntimePaths, timeout: float = 5.0) -> MasterStatus:
     """The master's reload counters and current workers (``show proc``)."""
     text = cli(runtime.master_socket, "show proc", timeout)
     reloads = failed = -1
-    workers: list[tuple[int, int]] = []
+    workers: dict[str, list[tuple[int, int]]] = {"# workers": [], "# old workers": []}
     section = ""
     for line in text.splitlines():
         if line.startswith("#"):
-            section = line
+            section = line.strip()
             continue
         if match := _MASTER_LINE.match(line):
             reloads, failed = int(match[1]), int(match[2])
-        elif (match := _WORKER_LINE.match(line)) and section.startswith("# workers"):
-            workers.append((int(match[2]), int(match[1])))
+        elif (match := _WORKER_LINE.match(line)) and section in workers:
+            workers[section].append((int(match[2]), int(match[1])))
     if reloads < 0:
         raise GatewayError(f"unexpected answer to show proc:\n{text}")
-    return MasterStatus(reloads, failed, tuple(pid for _, pid in sorted(workers)))
+    return MasterStatus(
+        reloads,
+        failed,
+        tuple(pid for _, pid in sorted(workers["# workers"])),
+        tuple(pid for _, pid in sorted(workers["# old workers"])),
+    )
 
 
 def worker_cli(runtime: RuntimePaths, pid: int, request: str, timeout: float = 5.0) -> str:
