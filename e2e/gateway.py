@@ -24,6 +24,7 @@ import csv
 import dataclasses
 import io
 import json
+import multiprocessing
 import queue
 import statistics
 import subprocess
@@ -31,6 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -366,6 +368,15 @@ class Replica:
             raise KeyError(f"{name}{labels} not exported")
         return total
 
+    def rate(self, table: str, key: str) -> int:
+        """One key's rate, straight from the worker's runtime socket (fast enough to poll
+        by the millisecond; not for use during a reload)."""
+        answer = runner.cli(self.runtime.admin_socket, f"show table gw/{table} key {key}")
+        for part in answer.split():
+            if part.startswith("http_req_rate("):
+                return int(part.split("=", 1)[1])
+        return 0
+
     def table(self, table: str) -> dict[str, int]:
         """A rate table's entries: key -> the rate HAProxy computes now."""
         entries = {}
@@ -416,6 +427,26 @@ class Gateway:
     def token(self, namespace: str, **kwargs: Any) -> str:
         return self.issuer.token(namespace, **kwargs)
 
+    def wait_peers_connected(self, timeout: float = 15.0) -> float:
+        """Until every replica has finished learning the tables and has an established
+        session with every other one (peers connect after a random 50 ms to 2 s; counts
+        made before that reach the others late)."""
+
+        def connected() -> bool:
+            for replica in self.replicas:
+                pid = runner.master_status(replica.runtime).workers[0]
+                if runner.peers_flags(replica.runtime, pid) & runner.RESYNC_FINISHED != 3:
+                    return False  # still learning the tables
+                text = replica.cli("show peers")
+                remotes = [line for line in text.splitlines() if "(remote," in line]
+                if len(remotes) != len(self.replicas) - 1:
+                    return False
+                if not all("last_status=ESTA" in line for line in remotes):
+                    return False
+            return True
+
+        return wait_until("peers connected", connected, timeout, step=0.1)
+
 
 @contextmanager
 def gateway(
@@ -437,6 +468,8 @@ def gateway(
         gw.apply(gw.base_config(tenants, routes))
         for replica in members:
             replica.start()
+        if replicas > 1:
+            gw.wait_peers_connected()
         yield gw
     finally:
         for replica in members:
@@ -452,6 +485,7 @@ class Sample:
     latency: float  # seconds
     status: int  # HTTP status; 0 for a transport error
     tag: str = ""
+    request_id: str = ""  # the X-Request-ID sent, to find the gateway's own timing
 
 
 def headers(token: str | None, priority: int | None = None) -> dict[str, str]:
@@ -463,13 +497,24 @@ def headers(token: str | None, priority: int | None = None) -> dict[str, str]:
     return result
 
 
-def _send(http: httpx.Client, path: str, hdrs: Mapping[str, str], tag: str) -> Sample:
+def send(
+    http: httpx.Client, path: str, hdrs: Mapping[str, str], tag: str, request_id: str = ""
+) -> Sample:
+    all_headers = dict(hdrs)
+    if request_id:
+        all_headers["X-Request-ID"] = request_id
     started = time.monotonic()
     try:
-        status = http.post(path, json=BODY, headers=dict(hdrs)).status_code
+        status = http.post(path, json=BODY, headers=all_headers).status_code
     except httpx.HTTPError:
         status = 0
-    return Sample(started, time.monotonic() - started, status, tag)
+    return Sample(started, time.monotonic() - started, status, tag, request_id)
+
+
+def one(url: str, path: str, hdrs: Mapping[str, str], tag: str = "") -> Sample:
+    """One request on a connection of its own."""
+    with httpx.Client(base_url=url, timeout=60) as http:
+        return send(http, path, hdrs, tag)
 
 
 def closed_loop(
@@ -489,7 +534,7 @@ def closed_loop(
         local = []
         with httpx.Client(base_url=url, timeout=60) as http:
             while time.monotonic() < stop:
-                local.append(_send(http, path, hdrs, tag))
+                local.append(send(http, path, hdrs, tag))
         with lock:
             samples.extend(local)
 
@@ -524,6 +569,7 @@ class OpenLoop:
         self._stop = threading.Event()
         self._jobs: queue.Queue[tuple[int, float] | None] = queue.Queue()
         self._seconds = seconds
+        self._run = uuid.uuid4().hex[:8]
         self._workers = [threading.Thread(target=self._work) for _ in range(threads)]
         self._scheduler = threading.Thread(target=self._schedule)
 
@@ -561,7 +607,8 @@ class OpenLoop:
                     with self._lock:
                         self.late += 1
                 hdrs = self._headers(index) if callable(self._headers) else self._headers
-                sample = _send(http, self.path, hdrs, self.tag)
+                request_id = f"{self.tag}-{self._run}-{index}" if self.tag else ""
+                sample = send(http, self.path, hdrs, self.tag, request_id)
                 with self._lock:
                     self.samples.append(sample)
 
@@ -573,6 +620,84 @@ class OpenLoop:
     def stop(self) -> None:
         self._stop.set()
         self.join()
+
+
+@dataclass(frozen=True)
+class Load:
+    """An open-loop load for :func:`run_loads`: ``rate`` requests a second for
+    ``seconds``, from ``threads`` threads, each request with an X-Request-ID
+    ``<tag>-<run>-<n>``."""
+
+    url: str
+    path: str
+    headers: Mapping[str, str]
+    rate: float
+    seconds: float
+    tag: str
+    threads: int = 16
+
+
+@dataclass
+class LoadResult:
+    samples: list[Sample]
+    late: int  # requests sent more than 50 ms after their time, every thread busy
+
+
+def _run_load(load: Load, start_at: float) -> LoadResult:
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    with OpenLoop(
+        load.url,
+        load.path,
+        load.headers,
+        load.rate,
+        threads=load.threads,
+        tag=load.tag,
+        seconds=load.seconds,
+    ) as generator:
+        generator.join()
+    return LoadResult(generator.samples, generator.late)
+
+
+def run_loads(loads: Sequence[Load], start_in: float = 2.0) -> list[LoadResult]:
+    """Each load in a process of its own, all starting together: one tenant's clients
+    never wait for another's on the interpreter's lock, so what is measured is the
+    gateway and the models, not the load generator."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=len(loads), mp_context=context) as pool:
+        start_at = time.monotonic() + start_in  # one clock for every process on Linux
+        futures = [pool.submit(_run_load, load, start_at) for load in loads]
+        return [future.result() for future in futures]
+
+
+def hop_times(replica: Replica, tag: str) -> dict[str, tuple[float, float]]:
+    """For requests whose id starts with ``tag``-: the time the second hop logged in
+    the route's queue (%Tw) and waiting for Triton's answer (%Tr), in seconds."""
+    found = {}
+    marker = f" id={tag}-" if tag else " id="
+    for line in replica.log.read_text(errors="replace").splitlines():
+        fields = line.split()
+        if marker not in line or len(fields) < 6 or fields[2] != "routes":
+            continue
+        timers = fields[4].split("/")
+        request_id = line.split(" id=", 1)[1].split()[0]
+        found[request_id] = (int(timers[1]) / 1000, int(timers[3]) / 1000)
+    return found
+
+
+def edge_times(replica: Replica, tag: str) -> dict[str, tuple[int, float]]:
+    """The gateway's own view of the requests whose id starts with ``tag``-: status
+    and total time at the edge (HAProxy's %Ta, from the request received to the
+    response sent, in seconds), by request id."""
+    found = {}
+    marker = f" id={tag}-" if tag else " id="
+    for line in replica.log.read_text(errors="replace").splitlines():
+        fields = line.split()
+        if marker not in line or len(fields) < 6 or fields[2] != "edge":
+            continue
+        request_id = line.split(" id=", 1)[1].split()[0]
+        total_ms = int(fields[4].rsplit("/", 1)[1])
+        found[request_id] = (int(fields[5]), total_ms / 1000)
+    return found
 
 
 def percentile(values: Sequence[float], q: float) -> float:
