@@ -32,10 +32,16 @@ def _cmd_gateway_agent(args: argparse.Namespace) -> int:
     import logging
 
     from shoal.gateway.agent import run
+    from shoal.render.haproxy import RuntimePaths
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     return run(
-        args.namespace, args.configmap, Path(args.dir), Path(args.master_socket), once=args.once
+        args.namespace,
+        args.configmap,
+        Path(args.dir),
+        RuntimePaths(args.runtime_dir),
+        args.local_peer,
+        once=args.once,
     )
 
 
@@ -75,8 +81,24 @@ def _cmd_render(args: argparse.Namespace) -> int:
     except RenderError as exc:
         print(f"shoal render: {exc}", file=sys.stderr)
         return 1
-    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    sys.stdout.write(yaml.dump_all(objects, Dumper=_block_dumper(), sort_keys=False))
     return 0
+
+
+def _block_dumper() -> type:
+    """A YAML dumper writing multi-line strings (config.pbtxt, haproxy.cfg) as blocks."""
+    import yaml
+
+    class BlockDumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        block = "\n" in value and not any(line.endswith(" ") for line in value.splitlines())
+        style = "|" if block else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    BlockDumper.add_representer(str, text)
+    return BlockDumper
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -122,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", required=True, help="the gateways' namespace")
     p.add_argument("--configmap", required=True, help="the pool's gateway ConfigMap")
     p.add_argument("--dir", required=True, help="where HAProxy reads its configuration")
-    p.add_argument("--master-socket", required=True, help="HAProxy's master CLI socket")
+    p.add_argument("--runtime-dir", required=True, help="where HAProxy's sockets are")
+    p.add_argument("--local-peer", required=True, help="this replica's peer name (its pod)")
     p.add_argument("--once", action="store_true", help="write the files and exit")
     p.set_defaults(func=_cmd_gateway_agent)
 

@@ -8,16 +8,17 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from shoal.api.tenantpool import TenantPool
-from shoal.gateway.agent import Agent, write_files
+from shoal.gateway.agent import Agent
+from shoal.gateway.haproxy import InvalidConfigError
 from shoal.gateway.keys import PublicKey, issuer_from, public_key
-from shoal.reconcile.gateway import tenant_limits
+from shoal.render.gateway_plan import tenant_limits
 from shoal.render.gateway import GatewaySite, audience, gateway_objects
 from shoal.render.gateway_config import Limits
+from shoal.render.haproxy import RuntimePaths
 from tests.support.resources import example
 
 
@@ -44,7 +45,7 @@ def test_the_gateway_runs_haproxy_with_its_agent_in_the_gateway_namespace() -> N
     assert objs["Deployment"]["spec"]["replicas"] == 3
     assert [c["image"] for c in pod["containers"]] == ["haproxy:test", "shoal:test"]
     assert pod["initContainers"][0]["args"][-1] == "--once"
-    assert "-L" in pod["containers"][0]["args"]
+    assert "-L" in pod["containers"][0]["command"]
     assert pod["serviceAccountName"] == "shoal-gateway"
     assert pod["securityContext"]["runAsNonRoot"] is True
     for owner in (o["metadata"]["ownerReferences"][0] for o in objs.values()):
@@ -58,7 +59,9 @@ def test_only_the_pools_tenants_reach_the_gateway() -> None:
     names = tenants["from"][0]["namespaceSelector"]["matchExpressions"][0]["values"]
     assert names == ["a", "b"]
     without = by_kind(gateway_objects(pool(), GatewaySite(), "", (), []))
-    assert len(without["NetworkPolicy"]["spec"]["ingress"]) == 1  # the peers alone
+    ports = [p["port"] for r in without["NetworkPolicy"]["spec"]["ingress"] for p in r["ports"]]
+    assert 8000 not in ports  # no tenant: nobody on the inference ports
+    assert 10000 in ports  # the peers
 
 
 def test_each_pool_has_its_own_audience() -> None:
@@ -128,22 +131,20 @@ def test_the_clusters_signing_keys_become_pem_files() -> None:
     assert public_key({"kty": "RSA", "use": "enc", "kid": "x", "n": "AQ", "e": "AQAB"}) is None
 
 
-def test_the_agent_writes_the_files_and_reloads_once_per_version(tmp_path: Path) -> None:
-    reloads: list[Path] = []
-    agent = Agent(tmp_path / "live", tmp_path / "master.sock", reloader=reloads.append)
-    assert agent.apply({"haproxy.cfg": "one", "k.pem": "key"})
+def test_the_agent_applies_each_version_once_and_keeps_a_refused_one_out(tmp_path: Path) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def applier(directory: Path, config: str, runtime: RuntimePaths, peer: str, **kw: Any) -> None:
+        calls.append({"config": config, "files": kw["files"], "reload": kw["reload_running"]})
+        if config == "bad":
+            raise InvalidConfigError("[ALERT] parsing")
+
+    agent = Agent(tmp_path, RuntimePaths(str(tmp_path / "run")), "gw-0", applier=applier)
+    assert agent.apply({"haproxy.cfg": "one", "k.pem": "key"}, reload_haproxy=False)
+    assert calls[-1] == {"config": "one", "files": {"k.pem": b"key"}, "reload": False}
     assert not agent.apply({"haproxy.cfg": "one", "k.pem": "key"})  # nothing new
+    assert not agent.apply({"haproxy.cfg": "bad"})  # refused: logged, not applied
+    assert not agent.apply({"haproxy.cfg": "bad"})  # and not tried again
     assert agent.apply({"haproxy.cfg": "two"})
-    assert sorted(p.name for p in (tmp_path / "live").iterdir()) == ["haproxy.cfg"]
-    assert (tmp_path / "live" / "haproxy.cfg").read_text() == "two"
-    assert len(reloads) == 2
-    assert agent.apply({"haproxy.cfg": "three"}, reload_haproxy=False)
-    assert len(reloads) == 2
-
-
-@pytest.mark.parametrize("name", ["haproxy.cfg", "a.pem"])
-def test_files_are_replaced_whole(tmp_path: Path, name: str) -> None:
-    write_files(tmp_path, {name: "old"})
-    write_files(tmp_path, {name: "new"})
-    assert (tmp_path / name).read_text() == "new"
-    assert not list(tmp_path.glob(".*"))
+    assert [c["config"] for c in calls] == ["one", "bad", "two"]
+    assert calls[-1]["reload"] is True

@@ -37,7 +37,7 @@ def test_no_secrets_and_no_escalation_verbs() -> None:
 def test_custom_resources_are_never_created_or_deleted_by_the_operator() -> None:
     """GitOps owns them: the operator patches status (and its own finalizer on a pool)."""
     for rule in rules():
-        if rule["apiGroups"] == ["shoal.dev"]:
+        if rule.get("apiGroups") == ["shoal.dev"]:
             assert not {"create", "update", "delete"} & set(rule["verbs"]), rule
 
 
@@ -48,3 +48,22 @@ def test_deletes_only_what_a_pool_releases_or_must_replace() -> None:
         r for rule in rules() if "delete" in rule["verbs"] for r in rule.get("resources", [])
     }
     assert deletable == {"resourcequotas", "networkpolicies", "priorityclasses"}
+
+
+def test_the_gateway_namespaces_roles_grant_only_what_is_used() -> None:
+    """In the gateways' namespace: the agent reads ConfigMaps; the operator may delete a
+    gateway's objects there (when a pool stops having one), nowhere else."""
+    docs = list(yaml.safe_load_all((RBAC.parent / "gateways.yaml").read_text()))
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role"}
+    assert {d["metadata"]["namespace"] for d in roles.values()} == {"shoal-gateways"}
+    assert roles["shoal-gateway"]["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}
+    ]
+    operator = roles["shoal-operator"]["rules"]
+    assert {v for rule in operator for v in rule["verbs"]} == {"delete"}
+    assert {r for rule in operator for r in rule["resources"]} == {
+        "configmaps",
+        "services",
+        "deployments",
+        "poddisruptionbudgets",
+    }

@@ -3,11 +3,11 @@ configuration.
 
 The operator renders the pool's gateway configuration into one ConfigMap (HAProxy's
 configuration and the signing keys). The agent watches that ConfigMap through the API
-(not a mounted volume, which the kubelet refreshes only every minute or so), writes its
-files into the directory HAProxy reads, and asks HAProxy's master process to reload: new
-workers take new connections on the new configuration while the old ones finish the
-requests they have. ``--once`` (the init container) writes the files and exits, so
-HAProxy starts on them.
+(not a mounted volume, which the kubelet refreshes only every minute or so), and applies
+each version with shoal.gateway.haproxy: written into the directory HAProxy reads,
+checked by HAProxy itself, and HAProxy's master told to reload (new workers take new
+connections on the new configuration while the old ones finish their requests).
+``--once`` (the init container) writes the files and exits, so HAProxy starts on them.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from shoal.gateway import haproxy
+from shoal.gateway.haproxy import CONFIG_FILE
+from shoal.render.haproxy import RuntimePaths
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0
@@ -30,61 +32,47 @@ def digest(data: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(dict(data), sort_keys=True).encode()).hexdigest()
 
 
-def write_files(directory: Path, data: Mapping[str, str]) -> None:
-    """Write every entry of ``data`` as a file of ``directory``, each atomically (a
-    temporary file renamed over the old one), and remove files no longer in it."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, content in data.items():
-        target = directory / name
-        temporary = directory / f".{name}.tmp"
-        temporary.write_text(content)
-        os.replace(temporary, target)
-    for stale in directory.iterdir():
-        if stale.is_file() and not stale.name.startswith(".") and stale.name not in data:
-            stale.unlink()
-
-
-def master_command(master_socket: Path, command: str, timeout: float = 10.0) -> str:
-    """Send one command to HAProxy's master CLI and return its answer."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.settimeout(timeout)
-        conn.connect(str(master_socket))
-        conn.sendall(command.encode() + b"\n")
-        chunks = []
-        while chunk := conn.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
-
-
-def reload(master_socket: Path) -> None:
-    """Ask HAProxy's master to reload: it starts new workers on the configuration now
-    in its file; the old workers finish their requests and exit."""
-    master_command(master_socket, "reload")
-
-
 class Agent:
-    """Applies each new version of the gateway's ConfigMap once."""
+    """Applies each new version of the gateway's ConfigMap once (shoal.gateway.haproxy:
+    written, checked with ``haproxy -c``, and HAProxy reloaded)."""
 
     def __init__(
         self,
         directory: Path,
-        master_socket: Path,
-        reloader: Callable[[Path], None] = reload,
+        runtime: RuntimePaths,
+        local_peer: str,
+        applier: Callable[..., Any] = haproxy.apply,
+        binary: str = "haproxy",
     ) -> None:
         self.directory = directory
-        self.master_socket = master_socket
-        self._reload = reloader
+        self.runtime = runtime
+        self.local_peer = local_peer
+        self.binary = binary
+        self._apply = applier
         self._applied: str | None = None
 
     def apply(self, data: Mapping[str, str], *, reload_haproxy: bool = True) -> bool:
-        """Write ``data`` and reload HAProxy when it differs from what was last applied;
-        True when it did."""
+        """Apply ``data`` (the ConfigMap's) when it differs from what was last applied;
+        True when it did. A configuration HAProxy refuses is logged and left: the
+        gateway keeps serving on the last good one."""
         wanted = digest(data)
         if wanted == self._applied:
             return False
-        write_files(self.directory, data)
-        if reload_haproxy:
-            self._reload(self.master_socket)
+        files = {name: text.encode() for name, text in data.items() if name != CONFIG_FILE}
+        try:
+            self._apply(
+                self.directory,
+                data.get(CONFIG_FILE, ""),
+                self.runtime,
+                self.local_peer,
+                files=files,
+                binary=self.binary,
+                reload_running=reload_haproxy,
+            )
+        except haproxy.InvalidConfigError as refused:
+            log.error("gateway configuration %s refused by haproxy: %s", wanted[:12], refused)
+            self._applied = wanted  # the same text would be refused again
+            return False
         self._applied = wanted
         log.info("gateway configuration %s applied", wanted[:12])
         return True
@@ -97,14 +85,22 @@ def _config_map_data(body: Any) -> dict[str, str]:
     return dict(data or {})
 
 
-def run(namespace: str, name: str, directory: Path, master_socket: Path, *, once: bool) -> int:
+def run(
+    namespace: str,
+    name: str,
+    directory: Path,
+    runtime: RuntimePaths,
+    local_peer: str,
+    *,
+    once: bool,
+) -> int:
     """Watch ConfigMap ``namespace/name`` and apply each version (the agent's main)."""
     from kubernetes import client, watch
 
     from shoal.kube.client import load_api_client
 
     core = client.CoreV1Api(load_api_client())
-    agent = Agent(directory, master_socket)
+    agent = Agent(directory, runtime, local_peer)
     while True:
         try:
             current = core.read_namespaced_config_map(name, namespace)

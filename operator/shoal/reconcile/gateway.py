@@ -11,18 +11,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from shoal.api.batchpolicy import BatchPolicy
-from shoal.api.common import parse_duration, parse_object
+from shoal.api.common import parse_object
 from shoal.api.constants import GATEWAY_LABEL
-from shoal.api.gateway import GatewayLimits, TenantLimits
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.gateway.keys import Issuer
-from shoal.kube.issuer import fetch_issuer
-from shoal.render.batching import effective_batching
+from shoal.kube.issuer import JWKS_PATH, fetch_issuer
 from shoal.render.gateway import (
-    LIVE_DIR,
-    RUNTIME_DIR,
     audience,
     gateway_host,
     gateway_objects,
@@ -30,15 +26,13 @@ from shoal.render.gateway import (
 from shoal.render.gateway_config import (
     GRPC_PORT,
     HTTP_PORT,
-    GatewayConfig,
-    Limits,
     Peer,
     Route,
     Server,
-    SigningKey,
 )
-from shoal.render.haproxy import haproxy_config
-from shoal.render.schedule import is_open, next_window_change
+from shoal.render.gateway_plan import gateway_config, route, unique_routes
+from shoal.render.haproxy import GatewayConfigError, haproxy_config
+from shoal.render.schedule import next_window_change
 from shoal.state import Operator
 
 GATEWAY_KINDS = {
@@ -49,40 +43,6 @@ GATEWAY_KINDS = {
     "Deployment": "apps/v1",
 }
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-
-
-def _ms(duration: str) -> int:
-    return round(parse_duration(duration) * 1000)
-
-
-def _limits(defaults: GatewayLimits, own: TenantLimits | None) -> Limits:
-    """A tenant's limits: its own where it says, the pool's (or a window's) elsewhere."""
-
-    def pick(name: str) -> Any:
-        value = getattr(own, name) if own is not None else None
-        return getattr(defaults, name) if value is None else value
-
-    return Limits(
-        requests_per_second=pick("requests_per_second"),
-        burst=pick("burst"),
-        concurrency=pick("concurrency"),
-        queue_timeout_ms=_ms(pick("queue_timeout")),
-    )
-
-
-def tenant_limits(
-    pool: TenantPool, tenants: list[str], now: dt.datetime
-) -> tuple[tuple[str, Limits], ...]:
-    """Every admitted tenant's limits in force at ``now`` (pure)."""
-    gateway = pool.spec.gateway
-    windows = [w for w in gateway.windows if is_open(w, now)]
-    defaults = windows[0].limits if windows else gateway.limits
-    own = {t.namespace: t for t in gateway.tenants}
-    return tuple((ns, _limits(defaults, own.get(ns))) for ns in sorted(tenants))
-
-
-def backend_name(namespace: str, name: str) -> str:
-    return f"m_{namespace}_{name}"
 
 
 def servers_of(op: Operator, namespace: str, service: str) -> tuple[Server, ...]:
@@ -116,43 +76,20 @@ def route_of(op: Operator, body: dict[str, Any]) -> Route | None:
             policy = parse_object(BatchPolicy, found).spec
         except ValidationError:
             return None
-    try:
-        batching = effective_batching(model, policy)
-    except ValueError:
-        return None
-    levels = batching.priority_levels
-    return Route(
-        tenant=namespace,
-        model=model.spec.model.name,
-        backend=backend_name(namespace, model.metadata.name),
-        servers=servers_of(op, namespace, model.metadata.name),
-        timeout_ms=_ms(model.spec.routing.timeout),
-        # A batch being executed and one being gathered: Triton keeps its batches full,
-        # and everything beyond waits in the gateway's queue, in priority order.
-        server_maxconn=2 * batching.max_batch_size,
-        priority_levels=levels,
-        default_priority=(batching.default_priority or levels) if levels else 0,
-        sticky_header=model.spec.routing.sticky_header,
-    )
+    return route(model, policy, servers_of(op, namespace, model.metadata.name))
 
 
 def routes_of(op: Operator, models: list[dict[str, Any]], tenants: list[str]) -> tuple[Route, ...]:
-    """A route per servable model of an admitted tenant; the first model (by creation)
-    wins a Triton model name two of a tenant's models share."""
-    routes: dict[tuple[str, str], Route] = {}
-    ordered = sorted(
-        models,
-        key=lambda m: (m["metadata"].get("creationTimestamp") or "", m["metadata"]["name"]),
-    )
-    for body in ordered:
-        if body["metadata"].get("deletionTimestamp"):
+    """A route per servable model of an admitted tenant."""
+    found = []
+    for body in models:
+        meta = body["metadata"]
+        if meta.get("deletionTimestamp") or meta.get("namespace") not in tenants:
             continue
-        if body["metadata"].get("namespace") not in tenants:
-            continue
-        route = route_of(op, body)
-        if route is not None:
-            routes.setdefault((route.tenant, route.model), route)
-    return tuple(routes[k] for k in sorted(routes))
+        each = route_of(op, body)
+        if each is not None:
+            found.append(((str(meta.get("creationTimestamp") or ""), str(meta["name"])), each))
+    return unique_routes(found)
 
 
 def peers_of(op: Operator, pool: str) -> tuple[Peer, ...]:
@@ -176,23 +113,13 @@ def issuer(op: Operator) -> Issuer:
     return known
 
 
-def gateway_config(
-    op: Operator, pool: TenantPool, tenants: list[str], models: list[dict[str, Any]]
-) -> GatewayConfig:
-    signer = issuer(op)
-    now = dt.datetime.now(dt.UTC)
-    return GatewayConfig(
-        pool=pool.metadata.name,
-        issuer=signer.url,
-        audience=audience(pool.metadata.name),
-        keys=tuple(
-            SigningKey(kid=k.kid, alg=k.alg, path=f"{LIVE_DIR}/{k.file_name}") for k in signer.keys
-        ),
-        tenants=tenant_limits(pool, tenants, now),
-        routes=routes_of(op, models, tenants),
-        peers=peers_of(op, pool.metadata.name),
-        runtime_dir=RUNTIME_DIR,
-    )
+class GatewayUnavailableError(Exception):
+    """The gateway cannot be configured now; its last configuration keeps serving."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
 
 
 def converge_gateway(
@@ -205,8 +132,26 @@ def converge_gateway(
     wanted: set[tuple[str, str, str]] = set()
     deployment: dict[str, Any] | None = None
     if pool.spec.gateway.enabled:
-        config = gateway_config(op, pool, tenants, models)
-        objects = gateway_objects(pool, site, haproxy_config(config), issuer(op).keys, tenants)
+        signer = issuer(op)
+        if not signer.keys:
+            raise GatewayUnavailableError(
+                "NoSigningKeys",
+                f"The cluster publishes no key the gateway can verify tokens with "
+                f"({JWKS_PATH}); the gateway keeps its last configuration.",
+            )
+        config = gateway_config(
+            pool,
+            signer,
+            tenants,
+            routes_of(op, models, tenants),
+            peers_of(op, name),
+            dt.datetime.now(dt.UTC),
+        )
+        try:
+            text = haproxy_config(config)
+        except GatewayConfigError as exc:
+            raise GatewayUnavailableError("InvalidGatewayConfig", str(exc)) from None
+        objects = gateway_objects(pool, site, text, signer.keys, tenants)
         for obj in objects:
             live = op.kube.apply(obj)
             if obj["kind"] == "Deployment":

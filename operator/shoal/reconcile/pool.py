@@ -20,7 +20,7 @@ from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
 from shoal.reconcile.conditions import Cond, condition
-from shoal.reconcile.gateway import converge_gateway
+from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
 from shoal.render.desired import pool_objects
@@ -169,9 +169,13 @@ def reconcile_pool(op: Operator, name: str) -> None:
         return
     admitted = [ns for ns in admitted_namespaces(pool, op.cache.all("Namespace")) if op.watches(ns)]
     gateway: dict[str, Any] | None = None
+    gateway_problem: GatewayUnavailableError | None = None
     try:
         _converge(op, pool, admitted)
-        gateway = converge_gateway(op, pool, admitted, models)
+        try:
+            gateway = converge_gateway(op, pool, admitted, models)
+        except GatewayUnavailableError as exc:
+            gateway_problem = exc
         ready = Cond(
             "Ready",
             "True",
@@ -187,7 +191,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
         )
         stuck = True
     access = Cond(**access_condition(_access_problems(op, pool)))
-    gateway_ready = gateway_condition(pool, gateway)
+    gateway_ready = gateway_condition(pool, gateway, gateway_problem)
     status = assemble(
         body,
         [ready, *kstatus(ready, stalled=stuck), access, *gateway_ready],
@@ -201,10 +205,14 @@ def reconcile_pool(op: Operator, name: str) -> None:
         op.kube.event(body, "Warning", access.reason, access.message)
 
 
-def gateway_condition(pool: TenantPool, gateway: dict[str, Any] | None) -> list[Cond]:
+def gateway_condition(
+    pool: TenantPool, gateway: dict[str, Any] | None, problem: GatewayUnavailableError | None
+) -> list[Cond]:
     """GatewayReady: whether the pool's gateway has a replica ready to take requests."""
     if not pool.spec.gateway.enabled:
         return [Cond("GatewayReady", "False", "Disabled", "The pool has no gateway.")]
+    if problem is not None:
+        return [Cond("GatewayReady", "False", problem.reason, problem.message)]
     if gateway is None:
         return [Cond("GatewayReady", "Unknown", "NotApplied", "The gateway is not applied.")]
     ready, wanted = gateway["readyReplicas"], pool.spec.gateway.replicas

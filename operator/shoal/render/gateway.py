@@ -11,12 +11,15 @@ in only the pool's tenants, its monitoring and the gateway's own replicas.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from shoal.api.constants import GATEWAY_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
+from shoal.gateway.haproxy import CONFIG_FILE, command
 from shoal.gateway.keys import PublicKey
 from shoal.render.gateway_config import GRPC_PORT, HTTP_PORT, METRICS_PORT, PEERS_PORT
+from shoal.render.haproxy import RuntimePaths
 from shoal.render.names import owner_references
 from shoal.render.security import container_security_context
 
@@ -26,13 +29,12 @@ DEFAULT_GATEWAY_IMAGE = "docker.io/library/haproxy:2.6.12"
 GATEWAY_SERVICE_ACCOUNT = "shoal-gateway"
 # The official HAProxy image runs as its haproxy user.
 HAPROXY_UID = 99
-CONFIG_FILE = "haproxy.cfg"
 # Where the agent writes the live configuration and keys, and where HAProxy's sockets are.
 LIVE_DIR = "/var/run/shoal-gateway"
 RUNTIME_DIR = "/var/run/haproxy"
-MASTER_SOCKET = f"{RUNTIME_DIR}/master.sock"
-# HAProxy answers this itself, on the metrics port: whether it is up (probes).
-HEALTH_PATH = "/healthz"
+# The gateway answers this itself, without a token: whether it is up (probes).
+HEALTH_PATH = "/v2/health/ready"
+_POD_NAME = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 
 
 @dataclass(frozen=True)
@@ -101,13 +103,15 @@ def _agent(pool: TenantPool, site: GatewaySite, *, once: bool) -> dict[str, Any]
         f"--namespace={site.namespace}",
         f"--configmap={gateway_name(pool.metadata.name)}",
         f"--dir={LIVE_DIR}",
-        f"--master-socket={MASTER_SOCKET}",
+        f"--runtime-dir={RUNTIME_DIR}",
+        "--local-peer=$(POD_NAME)",
     ]
     return {
         "name": "write-config" if once else "agent",
         "image": site.agent_image,
         "imagePullPolicy": "IfNotPresent",
         "args": [*args, "--once"] if once else args,
+        "env": [_POD_NAME],
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
         "securityContext": container_security_context(),
         "volumeMounts": [
@@ -126,20 +130,10 @@ def deployment(pool: TenantPool, site: GatewaySite) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         # Master-worker: a reload starts new workers on the new configuration while the
         # old ones finish their requests. -L names this replica among the peers.
-        "command": ["haproxy"],
-        "args": [
-            "-W",
-            "-db",
-            "-S",
-            f"{MASTER_SOCKET},mode,600",
-            "-f",
-            f"{LIVE_DIR}/{CONFIG_FILE}",
-            "-L",
-            "$(POD_NAME)",
-        ],
-        "env": [
-            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        ],
+        "command": command(
+            Path(LIVE_DIR) / CONFIG_FILE, RuntimePaths(RUNTIME_DIR), "$(POD_NAME)", "haproxy"
+        ),
+        "env": [_POD_NAME],
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
@@ -151,12 +145,12 @@ def deployment(pool: TenantPool, site: GatewaySite) -> dict[str, Any]:
             "limits": {"memory": gateway.memory},
         },
         "readinessProbe": {
-            "httpGet": {"path": HEALTH_PATH, "port": "metrics"},
+            "httpGet": {"path": HEALTH_PATH, "port": "http"},
             "periodSeconds": 2,
             "failureThreshold": 2,
         },
         "livenessProbe": {
-            "httpGet": {"path": HEALTH_PATH, "port": "metrics"},
+            "httpGet": {"path": HEALTH_PATH, "port": "http"},
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
