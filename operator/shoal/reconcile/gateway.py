@@ -17,6 +17,7 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.gateway.keys import Issuer
+from shoal.kube.client import ApiError
 from shoal.kube.issuer import JWKS_PATH, fetch_issuer
 from shoal.render.gateway import (
     audience,
@@ -105,14 +106,6 @@ def peers_of(op: Operator, pool: str) -> tuple[Peer, ...]:
     return tuple(sorted(peers, key=lambda p: p.name))
 
 
-def issuer(op: Operator) -> Issuer:
-    """The cluster's token issuer and signing keys, read once and then at each resync."""
-    known = op.issuer
-    if known is None:
-        known = op.issuer = fetch_issuer(op.kube)
-    return known
-
-
 class GatewayUnavailableError(Exception):
     """The gateway cannot be configured now; its last configuration keeps serving."""
 
@@ -120,6 +113,21 @@ class GatewayUnavailableError(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+def issuer(op: Operator) -> Issuer:
+    """The cluster's token issuer and signing keys, read once and then at each resync."""
+    known = op.issuer
+    if known is None:
+        try:
+            known = op.issuer = fetch_issuer(op.kube)
+        except ApiError as exc:
+            raise GatewayUnavailableError(
+                "IssuerUnreadable",
+                f"Reading the cluster's token signing keys failed ({exc.status} "
+                f"{exc.reason}); the gateway keeps its last configuration.",
+            ) from None
+    return known
 
 
 def converge_gateway(

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from shoal.api.admission import admits
 from shoal.api.common import parse_object
-from shoal.api.constants import POOL_FINALIZER, POOL_LABEL
+from shoal.api.constants import GATEWAY_LABEL, POOL_FINALIZER, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
@@ -114,6 +114,8 @@ def _converge(op: Operator, pool: TenantPool, admitted: list[str]) -> None:
     wanted = {key_of(o["kind"], o) for o in desired}
     judged: set[str] = set()
     for live in op.cache.in_pool(name, TENANT_KINDS):
+        if GATEWAY_LABEL in (live["metadata"].get("labels") or {}):
+            continue  # the gateway's own (reconcile/gateway.py)
         key = key_of(live["kind"], live)
         namespace = key[1]
         if namespace not in judged and key not in wanted:
