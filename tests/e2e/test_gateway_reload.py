@@ -33,7 +33,7 @@ def test_limits_change_under_load_without_a_failed_request(tmp_path: Path) -> No
     assert "200" not in f["b_after_last_change"]
 
 
-def test_a_configuration_haproxy_refuses_changes_nothing(tmp_path: Path) -> None:
+def test_a_refused_or_unchanged_configuration_changes_nothing(tmp_path: Path) -> None:
     with gw.tritons(tmp_path / "triton", [gw.Model("linear")]) as servers:
         routes = [gw.route("team-a", "linear", gw.servers_of(servers))]
         with gw.gateway(tmp_path / "gw", {"team-a": Limits()}, routes) as gateway:
@@ -55,6 +55,10 @@ def test_a_configuration_haproxy_refuses_changes_nothing(tmp_path: Path) -> None
             with pytest.raises(runner.InvalidConfigError, match="no-such-host"):
                 replica.apply(unresolvable, {})
             assert (replica.directory / runner.CONFIG_FILE).read_text() == before
+            assert runner.master_status(replica.runtime).reloads == reloads
+            # What is already there is not applied again: no reload.
+            again = replica.apply(gateway.config, gateway.issuer.key_files())
+            assert not again.reloaded
             assert runner.master_status(replica.runtime).reloads == reloads
             response = httpx.post(
                 f"{replica.url}/v2/models/linear/infer",

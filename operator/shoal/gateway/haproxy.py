@@ -295,15 +295,20 @@ def apply(
     """Make ``config_text`` (and ``files``, named relative to ``directory``) the
     gateway's configuration, checked first; reload a running HAProxy unless told not
     to (the first start, before HAProxy runs). :class:`InvalidConfigError` leaves the live
-    configuration as it was."""
+    configuration as it was. Applying what is already there does nothing."""
     started = time.monotonic()
     live = directory / CONFIG_FILE
-    if live.exists() and live.read_text() == config_text and not files:
+    changed = {
+        directory / _relative(name): data
+        for name, data in sorted((files or {}).items())
+        if not (directory / _relative(name)).exists()
+        or (directory / _relative(name)).read_bytes() != data
+    }
+    if live.exists() and live.read_text() == config_text and not changed:
+        # Nothing to do: an agent may apply what it renders on every pass.
         return Applied(False, master_status(runtime).reloads if reload_running else 0, 0.0)
-    for name, data in sorted((files or {}).items()):
-        path = directory / _relative(name)
-        if not path.exists() or path.read_bytes() != data:
-            write_atomically(path, data)
+    for path, data in changed.items():
+        write_atomically(path, data)
     candidate = directory / CANDIDATE_FILE
     write_atomically(candidate, config_text.encode())
     try:
