@@ -255,10 +255,13 @@ class Replica:
     grpc_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    # Unix socket paths are limited to about 100 bytes; a caller whose directory is deep
+    # (pytest's tmp_path) gives a short one here.
+    runtime_dir: str | None = None
 
     @property
     def runtime(self) -> RuntimePaths:
-        return RuntimePaths(str(self.directory / "run"))
+        return RuntimePaths(self.runtime_dir or str(self.directory / "run"))
 
     @property
     def log(self) -> Path:
