@@ -23,7 +23,7 @@ from kubernetes import client
 
 from e2e.cluster.local import free_port
 from e2e.gateway import Replica
-from e2e.monitoring import PodBackers
+from e2e.monitoring import PodBackers, Prometheus, write_targets
 from shoal.gateway import haproxy as runner
 from shoal.render.gateway import LIVE_DIR, RUNTIME_DIR, gateway_name
 from shoal.render.gateway_config import GRPC_PORT, HTTP_PORT, METRICS_PORT, PEERS_PORT
@@ -66,6 +66,25 @@ def localize(
     return re.sub(r"^(\s*server) (\S+) \S+:(8000|8001)", server, text, flags=re.M)
 
 
+def service_account_token(
+    core: client.CoreV1Api, namespace: str, aud: str, account: str = "caller", seconds: int = 600
+) -> str:
+    """A real ServiceAccount token for ``aud``, issued by the API server."""
+    try:
+        core.create_namespaced_service_account(
+            namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=account))
+        )
+    except client.ApiException as exc:
+        if exc.status != 409:
+            raise
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[aud], expiration_seconds=seconds)
+    )
+    issued = core.create_namespaced_service_account_token(account, namespace, request)
+    assert issued.status is not None
+    return str(issued.status.token)
+
+
 @dataclass
 class GatewayPods:
     """Real haproxy processes for the Running pods of one pool's gateway."""
@@ -75,6 +94,8 @@ class GatewayPods:
     namespace: str  # the gateways' namespace
     workdir: Path
     backers: list[PodBackers]
+    # Scrapes each replica's exporter as the shoal-gateway job would, with its pool.
+    prometheus: Prometheus | None = None
     replicas: dict[str, Replica] = field(default_factory=dict)
     applied: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -159,6 +180,21 @@ class GatewayPods:
             if replica.process is None:
                 replica.start()
             self.applied[pod] = local
+        self._write_targets()
+
+    def _write_targets(self) -> None:
+        if self.prometheus is None:
+            return
+        with self._lock:
+            targets = [
+                {
+                    "targets": [f"127.0.0.1:{replica.metrics_port}"],
+                    "labels": {"namespace": self.namespace, "pod": pod, "pool": self.pool},
+                }
+                for pod, replica in self.replicas.items()
+                if replica.process is not None
+            ]
+        write_targets(self.prometheus.gateway_targets_file, targets)
 
     def stop(self) -> None:
         self._stop.set()

@@ -6,12 +6,19 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from e2e.cluster.local import ensure_binaries
 from e2e.cluster.target import Target
 from kubernetes import client
 
+from shoal.api.inferencemodel import InferenceModel
+from shoal.api.tenantpool import TenantPool
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_labels
+from shoal.render.workload import deployment
+from tests.support.resources import example
 from tests.support.wait import wait_for
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "shoal"
@@ -74,6 +81,41 @@ def test_rendered_templates_pass_the_api_servers_validation(
     )
     for kind in ("serviceaccount", "clusterrole", "deployment", "validatingadmissionpolicy"):
         assert kind in result, result
+
+
+def test_pod_monitors_select_the_pods_the_operator_renders(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """The PodMonitors' selectors and relabellings name the labels Shoal puts on a
+    model's pods and a gateway's pods, and nothing else: each scrape gets its own."""
+    out = helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "--set",
+        "monitoring.podMonitor.enabled=true",
+        "--show-only",
+        "templates/pod-monitor.yaml",
+    )
+    assert out.returncode == 0, out.stderr
+    monitors = {m["metadata"]["name"]: m["spec"] for m in yaml.safe_load_all(out.stdout)}
+    triton, gateway = monitors[f"{RELEASE}-triton"], monitors[f"{RELEASE}-gateway"]
+    model = InferenceModel.model_validate(example("InferenceModel", "search-ranker"))
+    pool = TenantPool.model_validate(example("TenantPool", "critical"))
+    rendered = deployment(model, pool.spec, "")
+    model_pod = rendered["spec"]["template"]["metadata"]["labels"]
+    gateway_pod = gateway_labels("shared")
+
+    def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+        exists = all(e["key"] in labels for e in selector.get("matchExpressions", []))
+        return exists and all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+    assert selects(triton["selector"], model_pod)
+    assert not selects(triton["selector"], gateway_pod)
+    assert selects(gateway["selector"], gateway_pod)
+    assert not selects(gateway["selector"], model_pod)
+    assert gateway["namespaceSelector"] == {"matchNames": [DEFAULT_GATEWAY_NAMESPACE]}
+    assert gateway["podMetricsEndpoints"][0]["relabelings"][0]["targetLabel"] == "pool"
 
 
 def test_install_upgrade_uninstall(

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from e2e.gateway_pods import GatewayPods
+from e2e.gateway_pods import service_account_token as token
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import PodBackers, Prometheus
 from e2e.operator import OperatorProcess
@@ -30,23 +31,6 @@ from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for
 
 INFER = "/v2/models/linear/infer"
-
-
-def token(core: client.CoreV1Api, namespace: str, aud: str, account: str = "caller") -> str:
-    """A real ServiceAccount token for ``aud``, issued by the API server."""
-    try:
-        core.create_namespaced_service_account(
-            namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=account))
-        )
-    except client.ApiException as exc:
-        if exc.status != 409:
-            raise
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[aud], expiration_seconds=600)
-    )
-    issued = core.create_namespaced_service_account_token(account, namespace, request)
-    assert issued.status is not None
-    return str(issued.status.token)
 
 
 def infer(url: str, bearer: str | None, **headers: str) -> httpx.Response:
