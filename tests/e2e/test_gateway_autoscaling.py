@@ -45,9 +45,8 @@ def _current(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
     """The HPA controller's last reading of each metric, per replica."""
     readings: dict[str, float] = {}
     for metric in (hpa.status.current_metrics if hpa.status else None) or []:
-        if metric.type == "Pods" and metric.pods:
-            value = metric.pods.current.average_value
-            readings[metric.pods.metric.name] = _quantity(value)
+        if metric.type == "Pods" and metric.pods and metric.pods.current.average_value:
+            readings[metric.pods.metric.name] = _quantity(metric.pods.current.average_value)
         elif metric.type == "Object" and metric.object and metric.object.current.average_value:
             readings[metric.object.metric.name] = _quantity(metric.object.current.average_value)
     return readings
