@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 from kubernetes import client
@@ -25,19 +25,18 @@ from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.crd import KINDS, Kind, crd
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
-from tests.support.resources import Rejected, create, delete
+from tests.support.resources import Rejected, create, delete, example
 
 EXAMPLES_PER_KIND = 75
-# derandomize seeds the examples with a hash of check()'s source, so editing check()
-# (even only its annotations) draws a different set of examples, and with some sets
-# an InferenceModel spec the server accepts never comes up in 75 examples. This is the
-# seed derandomize derived from check() until its annotations were added: the examples
-# are those the test has always drawn, whatever the source of check() says.
-EXAMPLES_SEED = int(
-    "82cc3a89d1728ff3e2047d38662bfeb4c9e7310b59803ceef66ba5eb37b35abe"
-    "622d773f07ff841b7130b9b00f4ee081",
-    16,
-)
+# Specs drawn whole from the schema break some CEL rule far more often than not: for
+# InferenceModel some sets of 75 hold no spec the server accepts. Half the examples
+# therefore start from an example resource and redraw one optional field from its
+# schema, so both verdicts come up whatever the draw (and whatever the source of check()).
+BASE_EXAMPLES = {
+    "InferenceModel": "search-ranker",
+    "TenantPool": "shared",
+    "BatchPolicy": "interactive",
+}
 
 
 _MATCHES = re.compile(r"^(?:self|self\.all\(key, key)\.matches\(r'([^']*)'\)")
@@ -90,12 +89,19 @@ def generation_schema(node: Any) -> Any:
 
 
 def spec_strategy(kind: Kind) -> st.SearchStrategy[dict[str, Any]]:
+    """Whole specs drawn from the schema, or an example's spec with one field redrawn."""
     root = crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spec_schema = root["properties"]["spec"]
     # from_schema is typed for any JSON value; the spec's schema is an object's.
-    return cast(
-        "st.SearchStrategy[dict[str, Any]]",
-        from_schema(generation_schema(root["properties"]["spec"])),
-    )
+    whole = cast("st.SearchStrategy[dict[str, Any]]", from_schema(generation_schema(spec_schema)))
+    base = example(kind.name, BASE_EXAMPLES[kind.name])["spec"]
+
+    def with_field(name: str) -> st.SearchStrategy[dict[str, Any]]:
+        field = from_schema(generation_schema(spec_schema["properties"][name]))
+        return field.map(lambda value: {**copy.deepcopy(base), name: value})
+
+    one_field = st.sampled_from(sorted(spec_schema["properties"])).flatmap(with_field)
+    return st.one_of(whole, one_field)
 
 
 def parsed_spec(kind: Kind, obj: dict[str, Any]) -> BaseModel:
@@ -120,7 +126,6 @@ def test_api_server_and_models_agree(
     custom = client.CustomObjectsApi(api)
     verdicts = {"accepted": 0, "rejected": 0}
 
-    @seed(EXAMPLES_SEED)
     @settings(
         max_examples=EXAMPLES_PER_KIND,
         deadline=None,
@@ -175,4 +180,5 @@ def test_api_server_and_models_agree(
     check()
     # Both outcomes must have been exercised, or the agreement proves little.
     assert verdicts["accepted"] > 0, verdicts
+    assert verdicts["rejected"] > 0, verdicts
     print(f"{kind.name}: {verdicts}")
