@@ -60,7 +60,7 @@ cluster-down: venv
 cluster-status: venv
 	$(PY) -m e2e.cluster status
 
-demo: venv binaries
+demo: venv binaries system-deps
 	$(PY) -m e2e.demo
 
 lint: venv

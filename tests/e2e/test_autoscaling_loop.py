@@ -18,11 +18,11 @@ from e2e.cluster.local import HPA_SYNC_PERIOD
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import SCRAPE_INTERVAL, LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
+from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.metrics.reader import MetricsReader
 from tests.support.shoal_objects import Shoal, wait_ready
-from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for
 
 TARGET_QUEUE = 4

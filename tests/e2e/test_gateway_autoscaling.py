@@ -18,12 +18,12 @@ from e2e.gateway_pods import GatewayPods, service_account_token
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
+from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, QUEUE_METRIC
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience
 from tests.support.shoal_objects import Shoal, wait_ready
-from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for
 
 MAX_BATCH = 4

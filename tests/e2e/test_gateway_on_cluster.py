@@ -23,11 +23,11 @@ from e2e.gateway_pods import service_account_token as token
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import PodBackers, Prometheus
 from e2e.operator import OperatorProcess
+from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
 from tests.support.shoal_objects import Shoal, condition, wait_ready
-from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for
 
 INFER = "/v2/models/linear/infer"

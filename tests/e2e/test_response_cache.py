@@ -15,13 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
+from e2e.triton_repo import add_model, for_cpu
 
 from e2e import triton
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.desired import model_objects
 from tests.support.resources import example
-from tests.support.triton_repo import add_model, for_cpu
 
 REQUESTS = 12
 BODY = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
