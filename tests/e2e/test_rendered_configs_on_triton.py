@@ -1,7 +1,7 @@
 """Every config.pbtxt the operator renders loads into the real tritonserver.
 
 Configs are rendered for the examples and for InferenceModels and BatchPolicies
-generated from the CRD schemas, adapted for the CPU (tests/support/triton_repo.py says
+generated from the CRD schemas, adapted for the CPU (e2e/triton_repo.py says
 exactly how), and loaded with --strict-model-config=true.
 """
 

@@ -1,7 +1,7 @@
 """The response cache on the real tritonserver, configured as the operator renders it.
 
 The model's config.pbtxt and the server's flags both come from the rendered objects:
-the ConfigMap's config (adapted for the CPU, tests/support/triton_repo.py) and the
+the ConfigMap's config (adapted for the CPU, e2e/triton_repo.py) and the
 Triton container's args of the rendered Deployment (e2e/triton.py's
 rendered_server_args), so ``--cache-config`` is the operator's, not the test's. The
 wheel's tritonserver ships the local cache (caches/local/libtritoncache_local.so).
