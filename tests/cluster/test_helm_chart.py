@@ -24,6 +24,7 @@ from tests.support.wait import wait_for
 CHART = Path(__file__).resolve().parents[2] / "charts" / "shoal"
 ADMISSION = CHART.parent.parent / "manifests" / "admission"
 RELEASE, NAMESPACE = "shoal-it", "shoal-helm"
+GATEWAYS = "shoal-helm-gateways"
 
 
 @pytest.fixture(scope="module")
@@ -70,14 +71,14 @@ def test_rendered_templates_pass_the_api_servers_validation(
     assert out.returncode == 0, out.stderr
     manifest = tmp_path / "chart.yaml"
     manifest.write_text(out.stdout)
+    # A dry run creates nothing: the chart's objects in the gateway namespace need it.
+    kubectl("create", "namespace", DEFAULT_GATEWAY_NAMESPACE, check=False)
     result = kubectl(
         "apply",
         "--dry-run=server",
         "--server-side",
         "--validate=strict",
         f"--filename={manifest}",
-        "--namespace",
-        "default",
     )
     for kind in ("serviceaccount", "clusterrole", "deployment", "validatingadmissionpolicy"):
         assert kind in result, result
@@ -132,11 +133,18 @@ def test_install_upgrade_uninstall(
         "--namespace",
         NAMESPACE,
         "--create-namespace",
+        # Other tests install manifests/base, whose gateway namespace Helm cannot adopt.
+        "--set",
+        f"gateway.namespace={GATEWAYS}",
         "--wait",
         "--timeout",
         "120s",
     )
     assert install.returncode == 0, install.stdout + install.stderr
+    gateways = client.CoreV1Api(api).read_namespace(GATEWAYS)
+    assert (gateways.metadata.labels or {}).get(
+        "pod-security.kubernetes.io/enforce"
+    ) == "restricted"
     assert "Shoal 0.1.0 is running" in install.stdout
     deployment = apps.read_namespaced_deployment(RELEASE, NAMESPACE)
     assert deployment.status.available_replicas == 1
@@ -151,6 +159,8 @@ def test_install_upgrade_uninstall(
         str(CHART),
         "--namespace",
         NAMESPACE,
+        "--set",
+        f"gateway.namespace={GATEWAYS}",
         "--set",
         "resyncSeconds=30",
         "--wait",
