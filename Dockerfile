@@ -1,7 +1,7 @@
 # The Shoal operator image: `docker build -t ghcr.io/shoal-dev/shoal-operator:0.1.0 .`
 # Multi-stage: dependencies are built into a virtual environment in the first stage;
-# the final stage holds only Python, that environment and the package, and runs as a
-# non-root user (65532, as in the manifests' securityContext).
+# the final stage holds only Python, HAProxy, that environment and the package, and
+# runs as a non-root user (65532, as in the manifests' securityContext).
 
 FROM python:3.11-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
@@ -15,6 +15,12 @@ FROM python:3.11-slim-bookworm
 LABEL org.opencontainers.image.title="shoal-operator" \
       org.opencontainers.image.description="Kubernetes operator serving many models for many tenants on NVIDIA Triton" \
       org.opencontainers.image.licenses="Apache-2.0"
+# The gateway agent (`shoal gateway-agent`, a sidecar of each pool gateway pod) checks
+# every configuration with `haproxy -c` before it reloads: the same HAProxy 2.6 as the
+# gateway image (docker.io/library/haproxy:2.6.12).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends haproxy \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/shoal /opt/shoal
 ENV PATH=/opt/shoal/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER 65532:65532

@@ -17,7 +17,7 @@ help:
 	@echo "make cluster-up    start (or reuse) the local cluster; kubeconfig in .dev-cluster/kubeconfig"
 	@echo "make cluster-down  stop the local cluster and remove its state"
 	@echo "make generate      regenerate crds/ and docs/api-reference.md from the models"
-	@echo "make bench         benchmarks: batching (real Triton), control plane (local cluster), autoscaling replay; figures in benchmarks/results/"
+	@echo "make bench         benchmarks: batching (real Triton), control plane (local cluster), autoscaling replay, gateway (real haproxy + Triton); figures in benchmarks/results/"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,13 +37,16 @@ $(NCA_STAMP):
 tools: $(NCA_STAMP)
 
 # Debian packages the tests run for real: rclone (the model-fetch init container's
-# tool) and prometheus (the server and promtool).
-DEBIAN_PACKAGES := rclone prometheus
+# tool), prometheus (the server and promtool) and haproxy (the pool gateway's engine,
+# 2.6 with the Prometheus exporter and jwt_verify). The tests run their own haproxy
+# processes: the service the package starts is stopped again.
+DEBIAN_PACKAGES := rclone prometheus haproxy
 system-deps:
-	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null || { \
+	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null && test -x /usr/sbin/haproxy || { \
 	  echo "installing Debian packages: $(DEBIAN_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null; }
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null && \
+	  { $(SUDO) service haproxy stop >/dev/null 2>&1 || true; }; }
 
 binaries:
 	e2e/cluster/build.sh
@@ -57,7 +60,7 @@ cluster-down: venv
 cluster-status: venv
 	$(PY) -m e2e.cluster status
 
-demo: venv binaries
+demo: venv binaries system-deps
 	$(PY) -m e2e.demo
 
 lint: venv
@@ -70,10 +73,11 @@ generate: venv
 
 # Benchmarks print figures and write benchmarks/results/*.json; they are not tests.
 # The autoscaling replay is calibrated on the batching benchmark's curve: it runs after.
-bench: venv binaries
+bench: venv binaries system-deps
 	$(PY) -m benchmarks.batching
 	$(PY) -m benchmarks.control_plane
 	$(PY) -m benchmarks.autoscaling
+	$(PY) -m benchmarks.gateway
 
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

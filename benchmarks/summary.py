@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+# docs/gateway.md quotes the gateway's figures the same way.
+GATEWAY_DOC = ROOT / "docs" / "gateway.md"
+GATEWAY_BEGIN, GATEWAY_END = "<!-- gateway:begin -->", "<!-- gateway:end -->"
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -141,19 +144,71 @@ def autoscaling(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def gateway(data: dict[str, Any]) -> list[str]:
+    lines = [
+        "**Pool gateway on the real engine** (`python -m benchmarks.gateway`): "
+        f"{data['machine']['haproxy'].split(' - ')[0]}, its configuration rendered and "
+        "reloaded by Shoal, in front of real tritonservers of the linear-cost model; tokens "
+        "shaped like service-account tokens; each comparison measured side by side in one "
+        "run, latencies as the gateway logs them (request in to response out) and as the "
+        f"clients see them, on {data['machine']['cpus']} shared cores. How it works and "
+        "what each figure means: [docs/gateway.md](docs/gateway.md).",
+        "",
+        "| behaviour | measured | target | |",
+        "|---|---|---|---|",
+    ]
+    for t in data["targets"]:
+        lines.append(
+            f"| {t['behaviour']} | {t['measured']} | {t['target']} | {_verdict(t['met'])} |"
+        )
+    if data.get("measured_again"):
+        lines += [
+            "",
+            f"Measured again on their own, after the rest: {', '.join(data['measured_again'])}.",
+        ]
+    return lines
+
+
 def render() -> str:
     parts = [
         batching(_load("batching.json")),
         control_plane(_load("control_plane.json")),
         autoscaling(_load("autoscaling.json")),
+        gateway(_load("gateway.json")),
     ]
     body = "\n\n".join("\n".join(p) for p in parts)
     return f"{BEGIN}\n{body}\n{END}"
 
 
-def readme_block(text: str) -> str:
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    return text[start:end]
+def readme_block(text: str, begin: str = BEGIN, end: str = END) -> str:
+    start, stop = text.index(begin), text.index(end) + len(end)
+    return text[start:stop]
+
+
+def gateway_doc_block() -> str:
+    """The gateway's figures as docs/gateway.md quotes them, with the details behind
+    each target."""
+    data = _load("gateway.json")
+    o, p, rep = data["overhead"], data["priority"], data["replicas"]
+    lines = [
+        *gateway(data)[2:],
+        "",
+        f"- Overhead: P95 target {o['p95_target_ms']:g} ms on a model of {o['model']}; "
+        f"median latency {o['median_ms']['direct']} ms straight to Triton, "
+        f"{o['median_ms']['gateway']} ms through the gateway ({o['latency_requests']} "
+        "requests each, alternated).",
+        f"- Priority: {p['model']}, {p['capacity_rps']:g} req/s capacity; the top lane at "
+        f"{p['high_rps']:g} req/s, the low lane at {p['low_rps']:g}; the top lane's time "
+        f"in the gateway's queue at P95: {p['high_loaded_queue_p95_ms']} ms. The same load "
+        "without lanes: top-lane P95 "
+        f"{data['priority_without_lanes']['high_gateway_p95_ratio']}x unloaded.",
+        f"- Replication delay between two replicas: {rep['replication_delay_ms']['p50']} ms "
+        f"median, {rep['replication_delay_ms']['max']} ms max over "
+        f"{rep['replication_delay_ms']['samples']} requests (from the request sent to its "
+        "count read at the other replica, polled every fraction of a millisecond).",
+    ]
+    body = "\n".join(lines)
+    return f"{GATEWAY_BEGIN}\n{body}\n{GATEWAY_END}"
 
 
 def main() -> None:
@@ -164,6 +219,9 @@ def main() -> None:
     if args.write:
         text = README.read_text()
         README.write_text(text.replace(readme_block(text), block))
+        doc = GATEWAY_DOC.read_text()
+        current = readme_block(doc, GATEWAY_BEGIN, GATEWAY_END)
+        GATEWAY_DOC.write_text(doc.replace(current, gateway_doc_block()))
     print(block)
 
 

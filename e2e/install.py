@@ -43,6 +43,11 @@ def install_crds(kubectl: Kubectl) -> list[str]:
     kubectl("apply", "--server-side", "--force-conflicts", *[f"--filename={f}" for f in crd_files])
     names = [f"crd/{Path(f).name.removesuffix('.yaml')}" for f in crd_files]
     kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
+    # Established is not served: the API server's cache of a new resource answers 429
+    # "storage is (re)initializing" for a moment, which kubectl waits out on its own
+    # (the operator would log it as an error on its first list).
+    plurals = [n.removeprefix("crd/") for n in names]
+    kubectl("get", "--all-namespaces", "--request-timeout=60s", ",".join(plurals))
     policy = str(REPO / "manifests" / "admission" / "admission-policy.yaml")
     kubectl("delete", "--ignore-not-found", f"--filename={policy}")
     kubectl("apply", "--server-side", "--force-conflicts", f"--filename={policy}")

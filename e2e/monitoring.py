@@ -49,20 +49,28 @@ class Prometheus:
     def targets_file(self) -> Path:
         return self.workdir / "triton-targets.json"
 
+    @property
+    def gateway_targets_file(self) -> Path:
+        """The pools' gateways (e2e/gateway_pods.py), labelled with their pool."""
+        return self.workdir / "gateway-targets.json"
+
     def start(self) -> Prometheus:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.targets_file.write_text("[]")
+        self.gateway_targets_file.write_text("[]")
         config = {
             "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
             "rule_files": [str(MONITORING / "prometheus-rules.yaml")],
             "scrape_configs": [
                 {
-                    "job_name": "shoal-triton",
-                    "file_sd_configs": [
-                        {"files": [str(self.targets_file)], "refresh_interval": "1s"}
-                    ],
+                    "job_name": job,
+                    "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
                 }
+                for job, targets in (
+                    ("shoal-triton", self.targets_file),
+                    ("shoal-gateway", self.gateway_targets_file),
+                )
             ],
         }
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -246,9 +254,7 @@ class PodBackers:
                 }
                 for pod, s in self.servers.items()
             ]
-        tmp = self.prometheus.targets_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(targets))
-        tmp.replace(self.prometheus.targets_file)
+        write_targets(self.prometheus.targets_file, targets)
 
     def stop(self) -> None:
         self._stop.set()
@@ -260,6 +266,13 @@ class PodBackers:
             self.servers.clear()
 
 
+def write_targets(path: Path, targets: list[dict[str, Any]]) -> None:
+    """A file_sd target file, replaced at once (Prometheus may read it any time)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(targets))
+    tmp.replace(path)
+
+
 @dataclass
 class LoadGenerator:
     """Closed-loop clients spreading requests over the backers (a round-robin balancer)."""
@@ -268,6 +281,7 @@ class LoadGenerator:
     model: str
     clients: int
     body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
     sent: int = 0
     failed: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -282,7 +296,7 @@ class LoadGenerator:
 
     def _client(self, index: int) -> None:
         turn = index
-        with httpx.Client(timeout=30) as http:
+        with httpx.Client(timeout=30, headers=self.headers) as http:
             while not self._stop.is_set():
                 urls = self.urls()
                 if not urls:
@@ -291,9 +305,12 @@ class LoadGenerator:
                 turn += 1
                 url = urls[turn % len(urls)]
                 try:
-                    http.post(f"{url}/v2/models/{self.model}/infer", json=self.body)
-                    self.sent += 1
+                    reply = http.post(f"{url}/v2/models/{self.model}/infer", json=self.body)
                 except httpx.HTTPError:
+                    self.failed += 1
+                    continue
+                self.sent += 1
+                if reply.status_code != 200:
                     self.failed += 1
 
     def stop(self) -> None:

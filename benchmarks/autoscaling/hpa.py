@@ -410,10 +410,11 @@ def object_value_replicas(
     return math.ceil(ratio * ready_pods)
 
 
-def external_average_replicas(
+def per_pod_average_replicas(
     usage: float, target_per_pod: float, status_replicas: int, tolerances: Tolerances
 ) -> int:
-    """GetExternalPerPodMetricReplicas: an External metric with an AverageValue target."""
+    """GetExternalPerPodMetricReplicas and GetObjectPerPodMetricReplicas (the same
+    computation): an External or Object metric with an AverageValue target."""
     ratio = usage / (target_per_pod * status_replicas) if status_replicas else math.inf
     if tolerances.within(ratio):
         return status_replicas
@@ -588,7 +589,12 @@ class HorizontalPodAutoscaler:
             value = metrics.external.get(metric.name)
             if value is None:
                 raise MetricError(f"no value for {metric.name}")
-            return external_average_replicas(value, metric.target, status_replicas, tolerances)
+            return per_pod_average_replicas(value, metric.target, status_replicas, tolerances)
+        if metric.source == "Object" and metric.target_type == "AverageValue":
+            value = metrics.objects.get(metric.name)
+            if value is None:
+                raise MetricError(f"no value for {metric.name}")
+            return per_pod_average_replicas(value, metric.target, status_replicas, tolerances)
         raise NotImplementedError(f"{metric.source} metric with a {metric.target_type} target")
 
     def _normalize(self, now: float, current: int, desired: int) -> int:

@@ -59,9 +59,16 @@ def representative_model(
 
 
 def representative_pool() -> TenantPoolSpec:
-    """A shared pool whose GPU quota does not cap the model's maxReplicas."""
+    """A shared pool whose GPU quota does not cap the model's maxReplicas. The replay
+    sends requests straight to the replicas: the pool has no gateway, so the HPA has no
+    gateway queue to watch."""
     return TenantPoolSpec.model_validate(
-        {"isolation": "Shared", "tenants": {"namespaces": ["ns"]}, "quota": {"gpus": 1000}}
+        {
+            "isolation": "Shared",
+            "tenants": {"namespaces": ["ns"]},
+            "quota": {"gpus": 1000},
+            "gateway": {"enabled": False},
+        }
     )
 
 

@@ -47,6 +47,37 @@ def key_of(kind: str, body: dict[str, Any]) -> Key:
     return (kind, meta.get("namespace") or "", meta.get("name") or "")
 
 
+def _pod(body: dict[str, Any]) -> dict[str, Any]:
+    """Of a pod, what a gateway's peers need: its address and whether it is ready."""
+    status = body.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    return {"podIP": status.get("podIP"), "phase": status.get("phase"), "ready": ready}
+
+
+def _endpoints(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Of an EndpointSlice, each endpoint's addresses, readiness and pod."""
+    return [
+        {
+            "addresses": e.get("addresses") or [],
+            "ready": (e.get("conditions") or {}).get("ready") is not False,
+            "pod": (e.get("targetRef") or {}).get("name"),
+        }
+        for e in body.get("endpoints") or []
+    ]
+
+
+def _status_of(kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of a child's status a pass depends on (None: none of it)."""
+    if kind == "Deployment":
+        return _rollout(body)
+    if kind == "Pod":
+        return _pod(body)
+    return None
+
+
 def _rollout(body: dict[str, Any]) -> dict[str, Any]:
     status = body.get("status") or {}
     out: dict[str, Any] = {f: status[f] for f in ROLLOUT_FIELDS if f in status}
@@ -70,8 +101,9 @@ def content_digest(body: dict[str, Any]) -> str:
 def signature(kind: str, body: dict[str, Any], content: str | None = None) -> Hashable:
     """What of an object a pass depends on (pure); equal signatures, no pass needed."""
     content = content_digest(body) if content is None else content
-    if kind == "Deployment":
-        return (content, json.dumps(_rollout(body), sort_keys=True))
+    status = _status_of(kind, body)
+    if status is not None:
+        return (content, json.dumps(status, sort_keys=True))
     return content
 
 
@@ -99,8 +131,11 @@ def projection(kind: str, body: dict[str, Any]) -> dict[str, Any]:
         if k in meta
     }
     out: dict[str, Any] = {"kind": kind, "metadata": kept}
-    if kind == "Deployment":
-        out["status"] = _rollout(body)
+    status = _status_of(kind, body)
+    if status is not None:
+        out["status"] = status
+    if kind == "EndpointSlice":
+        out["endpoints"] = _endpoints(body)
     return out
 
 

@@ -28,6 +28,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_gateway_agent(args: argparse.Namespace) -> int:
+    import logging
+
+    from shoal.gateway.agent import run
+    from shoal.render.haproxy import RuntimePaths
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return run(
+        args.namespace,
+        args.configmap,
+        Path(args.dir),
+        RuntimePaths(args.runtime_dir),
+        args.local_peer,
+        once=args.once,
+    )
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     from shoal.api.generate import write
 
@@ -64,8 +81,24 @@ def _cmd_render(args: argparse.Namespace) -> int:
     except RenderError as exc:
         print(f"shoal render: {exc}", file=sys.stderr)
         return 1
-    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    sys.stdout.write(yaml.dump_all(objects, Dumper=_block_dumper(), sort_keys=False))
     return 0
+
+
+def _block_dumper() -> type:
+    """A YAML dumper writing multi-line strings (config.pbtxt, haproxy.cfg) as blocks."""
+    import yaml
+
+    class BlockDumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        block = "\n" in value and not any(line.endswith(" ") for line in value.splitlines())
+        style = "|" if block else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    BlockDumper.add_representer(str, text)
+    return BlockDumper
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,6 +136,18 @@ def build_parser() -> argparse.ArgumentParser:
         "SHOAL_CLUSTER_CIDRS gives it to the operator; default: the private ranges",
     )
     p.set_defaults(func=_cmd_render)
+
+    p = sub.add_parser(
+        "gateway-agent",
+        help="keep a pool gateway's HAProxy on its ConfigMap (the gateway pods' sidecar)",
+    )
+    p.add_argument("--namespace", required=True, help="the gateways' namespace")
+    p.add_argument("--configmap", required=True, help="the pool's gateway ConfigMap")
+    p.add_argument("--dir", required=True, help="where HAProxy reads its configuration")
+    p.add_argument("--runtime-dir", required=True, help="where HAProxy's sockets are")
+    p.add_argument("--local-peer", required=True, help="this replica's peer name (its pod)")
+    p.add_argument("--once", action="store_true", help="write the files and exit")
+    p.set_defaults(func=_cmd_gateway_agent)
 
     p = sub.add_parser("generate", help="write crds/ and docs/api-reference.md from the models")
     p.add_argument("--root", default=".", help="repository root to write into")

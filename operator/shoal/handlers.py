@@ -22,30 +22,11 @@ import kopf
 import prometheus_client
 
 from shoal import __version__
-from shoal.api.constants import API_VERSION, GROUP, MANAGED_BY, MANAGED_BY_LABEL, VERSION
+from shoal.api.constants import API_VERSION, GATEWAY_LABEL, POOL_LABEL
 from shoal.resync import listed, resync_all
-from shoal.state import Operator
+from shoal.state import ENDPOINTS_GATHER_SECONDS, Operator
 from shoal.telemetry import EVENTS, STALE_WATCH, stale_keys
-
-MANAGED_LABELS = {MANAGED_BY_LABEL: MANAGED_BY}
-MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-# (group, version, plural, kind, labels) of every kind the operator watches.
-CUSTOM = (
-    (GROUP, VERSION, "inferencemodels", "InferenceModel", None),
-    (GROUP, VERSION, "tenantpools", "TenantPool", None),
-    (GROUP, VERSION, "batchpolicies", "BatchPolicy", None),
-    ("", "v1", "namespaces", "Namespace", None),
-)
-CHILDREN = (
-    ("apps", "v1", "deployments", "Deployment", MANAGED_LABELS),
-    ("", "v1", "services", "Service", MANAGED_LABELS),
-    ("", "v1", "configmaps", "ConfigMap", MANAGED_LABELS),
-    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", MANAGED_LABELS),
-    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", MANAGED_LABELS),
-    ("", "v1", "resourcequotas", "ResourceQuota", MANAGED_LABELS),
-    ("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", MANAGED_LABELS),
-    ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", MANAGED_LABELS),
-)
+from shoal.watched import CHILDREN, INDEXED, Watched
 
 
 def state(memo: Any) -> Operator:
@@ -58,19 +39,36 @@ def route(op: Operator, kind: str, body: dict[str, Any], *, deleted: bool = Fals
     meta = body.get("metadata") or {}
     namespace, name = meta.get("namespace") or "", meta.get("name") or ""
     if kind == "InferenceModel":
-        if deleted:  # its pool may be waiting for its last model before it can go
-            op.request_pool(str((body.get("spec") or {}).get("pool") or ""))
-        else:
+        # Its pool may be waiting for its last model before it can go, and the pool's
+        # gateway routes to it.
+        op.request_pool(
+            str((body.get("spec") or {}).get("pool") or ""),
+            delay=0 if deleted else ENDPOINTS_GATHER_SECONDS,
+        )
+        if not deleted:
             op.request_model(namespace, name)
     elif kind == "TenantPool":
         op.request_pool(name)
     elif kind == "BatchPolicy":
         op.request_policy(namespace, name)
+        # Its lanes and batch size shape the gateway's routes to its models.
+        for pool in {
+            str((m.get("spec") or {}).get("pool") or "")
+            for m in op.cache.all("InferenceModel", [namespace])
+            if ((m.get("spec") or {}).get("batchPolicy") or {}).get("name") == name
+        }:
+            op.request_pool(pool, delay=ENDPOINTS_GATHER_SECONDS)
     elif kind == "Namespace":
         # Pools admit namespaces by name and by label: any change may admit or release
         # one, and decides whether the models there may run.
         op.request_all_pools()
         op.request_models_in(name)
+    elif kind == "EndpointSlice":  # a model's ready replicas: its pool's gateway routes
+        labels = meta.get("labels") or {}
+        op.request_pool(labels.get(POOL_LABEL, ""), delay=ENDPOINTS_GATHER_SECONDS)
+    elif kind == "Pod":  # a gateway's replica: the others share limits with it
+        labels = meta.get("labels") or {}
+        op.request_pool(labels.get(GATEWAY_LABEL, ""), delay=ENDPOINTS_GATHER_SECONDS)
     else:  # a child: its owner repairs it, or reads its rollout
         for ref in meta.get("ownerReferences") or []:
             if ref.get("apiVersion") != API_VERSION:
@@ -85,13 +83,13 @@ def _deleted(type: str | None, **_: Any) -> bool:
     return type == "DELETED"
 
 
-def _register(
-    group: str, version: str, plural: str, kind: str, labels: Any, *, indexed: bool
-) -> None:
+def _register(watched: Watched, *, indexed: bool) -> None:
     """The custom kinds and Namespaces are indexed, so the cache holds all of them before
     any pass runs; children are only watched (indexing them too would make kopf hold
     every new child's events until all others are indexed, a cost that grows with the
     square of a burst), and the cache lists them once when it opens (see ``synced``)."""
+
+    group, version, plural, kind = watched.group, watched.version, watched.plural, watched.kind
 
     async def index(body: kopf.Body, memo: Any, **_: Any) -> dict[tuple[str, str], str]:
         op = state(memo)
@@ -125,13 +123,14 @@ def _register(
         # kopf does not index deletions: they reach the cache here.
         kopf.on.event(group, version, plural, id=f"gone_{plural}", when=_deleted)(event)
     else:
-        kopf.on.event(group, version, plural, labels=labels, id=f"event_{plural}")(event)
+        # The API server filters the watch by the kind's label selector (shoal.runtime).
+        kopf.on.event(group, version, plural, id=f"event_{plural}")(event)
 
 
-for _group, _version, _plural, _kind, _labels in CUSTOM:
-    _register(_group, _version, _plural, _kind, _labels, indexed=True)
-for _group, _version, _plural, _kind, _labels in CHILDREN:
-    _register(_group, _version, _plural, _kind, _labels, indexed=False)
+for _watched in INDEXED:
+    _register(_watched, indexed=True)
+for _watched in CHILDREN:
+    _register(_watched, indexed=False)
 
 
 @kopf.on.event("", "v1", "namespaces", id="synced")
@@ -149,14 +148,20 @@ async def synced(memo: Any, **_: Any) -> None:
 
 
 def _list_children(op: Operator) -> None:
-    for group, version, _plural, kind, _labels in CHILDREN:
-        api_version = f"{group}/{version}" if group else version
+    """The objects Shoal made, by name (metadata only): a pass creating one that exists
+    reads it first instead of overwriting it blindly."""
+    for watched in CHILDREN:
+        if watched.kind in ("EndpointSlice", "Pod"):
+            continue  # not Shoal's: read in full from their watch
         scopes: list[str | None] = [None]
-        if op.settings.namespaces and kind != "PriorityClass":
+        if op.settings.namespaces and watched.kind != "PriorityClass":
             scopes = list(op.settings.namespaces)
         for namespace in scopes:
-            for item in op.kube.list_metadata(api_version, kind, namespace, MANAGED_SELECTOR):
-                op.cache.put(kind, {**item, "kind": kind}, partial=True)
+            items = op.kube.list_metadata(
+                watched.api_version, watched.kind, namespace, watched.selector
+            )
+            for item in items:
+                op.cache.put(watched.kind, {**item, "kind": watched.kind}, partial=True)
 
 
 @kopf.on.startup()

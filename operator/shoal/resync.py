@@ -8,12 +8,16 @@ object gets a pass. Models also read fresh figures from Prometheus on that pass.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from shoal.api.constants import API_VERSION
+from shoal.kube.client import ApiError
+from shoal.kube.issuer import fetch_issuer
 from shoal.state import Operator
 from shoal.telemetry import MANAGED, RESYNCS
 
+log = logging.getLogger(__name__)
 NAMESPACED = {"InferenceModel": True, "BatchPolicy": True, "TenantPool": False}
 
 
@@ -51,7 +55,12 @@ def _repair(op: Operator, kind: str, items: list[dict[str, Any]]) -> None:
 
 
 def resync_all(op: Operator) -> None:
-    """Request a pass over every object (the periodic backstop)."""
+    """Request a pass over every object (the periodic backstop), with the cluster's
+    token signing keys read again (the gateways verify callers with them)."""
+    try:
+        op.issuer = fetch_issuer(op.kube)
+    except ApiError as exc:
+        log.warning("reading the service-account issuer's keys failed: %s", exc.reason)
     for kind in ("TenantPool", "BatchPolicy", "InferenceModel"):
         items = listed(op, kind)
         MANAGED.labels(kind).set(len(items))

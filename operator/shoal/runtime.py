@@ -20,6 +20,7 @@ from shoal.kube.verified import Verified
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 from shoal.state import Operator
+from shoal.watched import CHILDREN
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -49,6 +50,12 @@ def operator_settings(config: Settings) -> kopf.OperatorSettings:
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.INFO
     settings.persistence.diffbase_storage = NoDiffBase()
+    # The API server filters the children's watches: only Shoal's objects, its models'
+    # EndpointSlices and its gateways' pods come to the operator at all.
+    for watched in CHILDREN:
+        if watched.selector:
+            selector = (watched.group, watched.version, watched.plural)
+            settings.watching.label_selectors[selector] = watched.selector
     # One active replica (Recreate strategy); no peering objects to install or clean.
     settings.peering.standalone = True
     return settings
@@ -83,7 +90,8 @@ def run(config: Settings) -> None:
         settings=operator_settings(config),
         standalone=True,
         clusterwide=not config.namespaces,
-        namespaces=config.namespaces,
+        # Watching some namespaces: the gateways' too (their replicas are peers).
+        namespaces=[*config.namespaces, config.gateway_namespace] if config.namespaces else [],
         liveness_endpoint=config.liveness_endpoint,
         memo=kopf.Memo(operator=build(config)),
     )

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shoal.render.gateway import DEFAULT_GATEWAY_IMAGE, DEFAULT_GATEWAY_NAMESPACE, GatewaySite
 from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS
 
 
@@ -50,10 +51,32 @@ class Settings(BaseModel):
         "address where it lies outside them): model downloads never reach them. A pool "
         "may say otherwise in access.modelDownload.clusterCIDRs.",
     )
+    gateway_namespace: str = Field(
+        default=DEFAULT_GATEWAY_NAMESPACE,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        max_length=63,
+        description="Where the pools' gateways run (the namespace must exist, with the "
+        "gateway's ServiceAccount: the chart and manifests/base create both).",
+    )
+    gateway_image: str = Field(
+        default=DEFAULT_GATEWAY_IMAGE, min_length=1, description="The gateways' HAProxy image."
+    )
+    image: str = Field(
+        default=GatewaySite().agent_image,
+        min_length=1,
+        description="The operator's own image: the gateways' agent runs it.",
+    )
     verbose: bool = Field(default=False, description="Log every API call kopf makes.")
     workers: int = Field(
         default=16, ge=1, le=256, description="Threads that run reconciles concurrently."
     )
+
+    @property
+    def gateway(self) -> GatewaySite:
+        """Where and with what the gateways run."""
+        return GatewaySite(
+            namespace=self.gateway_namespace, image=self.gateway_image, agent_image=self.image
+        )
 
     @field_validator("cluster_cidrs")
     @classmethod
@@ -81,6 +104,9 @@ class Settings(BaseModel):
             ("watch_client_timeout", "SHOAL_WATCH_CLIENT_TIMEOUT"),
             ("workers", "SHOAL_WORKERS"),
             ("verbose", "SHOAL_VERBOSE"),
+            ("gateway_namespace", "SHOAL_GATEWAY_NAMESPACE"),
+            ("gateway_image", "SHOAL_GATEWAY_IMAGE"),
+            ("image", "SHOAL_IMAGE"),
             ("metrics_port", "SHOAL_METRICS_PORT"),
             ("watch_stale_seconds", "SHOAL_WATCH_STALE_SECONDS"),
         ):

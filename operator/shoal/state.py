@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from shoal.cache import Cache
+from shoal.gateway.keys import Issuer
 from shoal.kube.client import Kube
 from shoal.kube.verified import Verified
 from shoal.metrics.reader import MetricsReader
@@ -25,6 +26,9 @@ from shoal.workqueue import WorkQueue
 # this long so that a burst of scale events costs one pass, not one per model (the
 # usage in its status is informational: quotas are enforced by ResourceQuotas).
 POOL_GATHER_SECONDS = 5.0
+# A model's replicas coming and going reach its pool's gateway after this, so a rollout's
+# burst of endpoint changes costs one gateway update.
+ENDPOINTS_GATHER_SECONDS = 0.5
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
 
@@ -40,8 +44,11 @@ class Operator:
     _guard: threading.Lock = field(default_factory=threading.Lock, init=False)
     # Models whose next pass should read fresh figures from Prometheus.
     _refresh: set[tuple[str, str]] = field(default_factory=set, init=False)
-    # When each model's next scheduled window opens or closes.
-    _wakeups: dict[tuple[str, str], dt.datetime] = field(default_factory=dict, init=False)
+    # When each object's next time window (a model's scheduled floor, a gateway's limits)
+    # opens or closes: (kind, namespace, name) -> moment.
+    _wakeups: dict[tuple[str, str, str], dt.datetime] = field(default_factory=dict, init=False)
+    # The cluster's service-account token issuer and keys, for the gateways.
+    issuer: Issuer | None = field(default=None, init=False)
     # Models the API server lists at a version the watch has not delivered, and since
     # when (the liveness check of the watches).
     watch_lag: dict[tuple[str, str], float] = field(default_factory=dict, init=False)
@@ -114,12 +121,15 @@ class Operator:
             self._refresh.discard((namespace, name))
         return wanted
 
-    def set_wakeup(self, namespace: str, name: str, when: dt.datetime | None) -> None:
+    def set_wakeup(
+        self, kind: str, name: str, when: dt.datetime | None, namespace: str = ""
+    ) -> None:
+        key = (kind, namespace, name)
         with self._guard:
             if when is None:
-                self._wakeups.pop((namespace, name), None)
+                self._wakeups.pop(key, None)
             else:
-                self._wakeups[(namespace, name)] = when
+                self._wakeups[key] = when
 
     def seconds_to_next_wakeup(self) -> float | None:
         with self._guard:

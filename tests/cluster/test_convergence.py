@@ -9,6 +9,7 @@ from pathlib import Path
 from e2e.operator import OperatorProcess, running_operator
 from kubernetes import client
 
+from shoal.render.autoscaler import P95_METRIC, QUEUE_METRIC
 from tests.support.shoal_objects import (
     Shoal,
     batch_policy,
@@ -62,22 +63,33 @@ def test_removing_the_p95_target_removes_the_hpa_metric(
         body = inference_model("tail", pool)
         body["spec"]["scaling"]["targetP95Latency"] = "200ms"
         shoal.create(body, namespace)
-        wait_for(
-            "two HPA metrics",
+        hpa = wait_for(
+            "the P95 metric in the HPA",
             lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("tail", namespace),
-            lambda h: len(metrics(h)) == 2,
+            lambda h: P95_METRIC in names(h),
             timeout=60,
         )
+        others = names(hpa) - {P95_METRIC}
+        assert QUEUE_METRIC in others
         shoal.patch(
             "InferenceModel", "tail", {"spec": {"scaling": {"targetP95Latency": None}}}, namespace
         )
         hpa = wait_for(
             "the P95 metric to go",
             lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("tail", namespace),
-            lambda h: len(metrics(h)) == 1,
+            lambda h: P95_METRIC not in names(h),
             timeout=60,
         )
-        assert metrics(hpa)[0].type == "Pods"
+        assert names(hpa) == others
+
+
+def names(hpa: client.V2HorizontalPodAutoscaler) -> set[str]:
+    """The names of the HPA's custom metrics."""
+    out = set()
+    for metric in metrics(hpa):
+        source = metric.pods if metric.type == "Pods" else metric.object
+        out.add(source.metric.name)
+    return out
 
 
 def test_status_keys_that_no_longer_apply_are_removed(

@@ -30,9 +30,11 @@ from shoal.api.constants import API_VERSION, POOL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
+from shoal.gateway.keys import PublicKey
 from shoal.kube.client import ApiError, Kube
 from shoal.reconcile.pool import admitted_namespaces
 from shoal.render.desired import model_objects, pool_objects
+from shoal.render.gateway import GatewaySite, gateway_name, gateway_objects
 from shoal.render.schedule import floor_at
 from shoal.render.tenancy import tenant_objects
 from tests.support.optional_fields import CASES, resolve
@@ -150,6 +152,12 @@ def _differences(kube: Kube, core: client.CoreV1Api) -> list[str]:
     object that should not exist (or is missing)."""
     shoal_objects = {kind: kube.list(API_VERSION, kind) for kind in (IM, TP, BP)}
     pools = {p["metadata"]["name"]: parse_object(TenantPool, p) for p in shoal_objects[TP]}
+    # Pools being deleted (another test's, waiting for their models) keep what they had.
+    live_pools = {
+        p["metadata"]["name"]
+        for p in shoal_objects[TP]
+        if not p["metadata"].get("deletionTimestamp")
+    }
     policies = {
         (p["metadata"]["namespace"], p["metadata"]["name"]): parse_object(BatchPolicy, p)
         for p in shoal_objects[BP]
@@ -157,10 +165,16 @@ def _differences(kube: Kube, core: client.CoreV1Api) -> list[str]:
     namespaces = kube.list("v1", "Namespace")
     now = dt.datetime.now(dt.UTC)
     desired: list[dict[str, Any]] = []
+    site = GatewaySite()
     for pool in pools.values():
+        if pool.metadata.name not in live_pools:
+            continue
         desired += pool_objects(pool)
-        for ns in admitted_namespaces(pool, namespaces):
-            desired += tenant_objects(pool, ns)
+        admitted = admitted_namespaces(pool, namespaces)
+        for ns in admitted:
+            desired += tenant_objects(pool, ns, gateway_namespace=site.namespace)
+        if pool.spec.gateway.enabled:
+            desired += _gateway(kube, pool, site, admitted)
     for body in shoal_objects[IM]:
         model = parse_object(InferenceModel, body)
         model_pool = pools.get(model.spec.pool)
@@ -202,13 +216,26 @@ def _differences(kube: Kube, core: client.CoreV1Api) -> list[str]:
                 + _diff(_clean(live), _clean(preview))
             )
     wanted = {key_of(o["kind"], o) for o in desired}
-    for pool_name in pools:
+    for pool_name in live_pools:
         for kind, version in TENANT_KINDS.items():
             for live in kube.list(version, kind, labels=f"{POOL_LABEL}={pool_name}"):
                 key = key_of(kind, live)
                 if key not in wanted:
                     out.append(f"{kind} {key[1]}/{key[2]}: left behind")
     return out
+
+
+def _gateway(
+    kube: Kube, pool: TenantPool, site: GatewaySite, admitted: list[str]
+) -> list[dict[str, Any]]:
+    """The pool's gateway objects, with the configuration the operator rendered from the
+    live endpoints and keys (tests/e2e/test_gateway_* check what it says): here, their
+    shape, and that they follow the pool's fields."""
+    live = kube.get("v1", "ConfigMap", gateway_name(pool.metadata.name), site.namespace) or {}
+    data = dict(live.get("data") or {})
+    text = data.pop("haproxy.cfg", "")
+    keys = tuple(PublicKey(name.removesuffix(".pem"), "RS256", pem) for name, pem in data.items())
+    return gateway_objects(pool, site, text, keys, admitted)
 
 
 def _diff(live: Any, want: Any, path: str = "") -> str:

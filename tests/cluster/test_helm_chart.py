@@ -6,17 +6,25 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from e2e.cluster.local import ensure_binaries
 from e2e.cluster.target import Target
 from kubernetes import client
 
+from shoal.api.inferencemodel import InferenceModel
+from shoal.api.tenantpool import TenantPool
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_labels
+from shoal.render.workload import deployment
+from tests.support.resources import example
 from tests.support.wait import wait_for
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "shoal"
 ADMISSION = CHART.parent.parent / "manifests" / "admission"
 RELEASE, NAMESPACE = "shoal-it", "shoal-helm"
+GATEWAYS = "shoal-helm-gateways"
 
 
 @pytest.fixture(scope="module")
@@ -63,17 +71,52 @@ def test_rendered_templates_pass_the_api_servers_validation(
     assert out.returncode == 0, out.stderr
     manifest = tmp_path / "chart.yaml"
     manifest.write_text(out.stdout)
+    # A dry run creates nothing: the chart's objects in the gateway namespace need it.
+    kubectl("create", "namespace", DEFAULT_GATEWAY_NAMESPACE, check=False)
     result = kubectl(
         "apply",
         "--dry-run=server",
         "--server-side",
         "--validate=strict",
         f"--filename={manifest}",
-        "--namespace",
-        "default",
     )
     for kind in ("serviceaccount", "clusterrole", "deployment", "validatingadmissionpolicy"):
         assert kind in result, result
+
+
+def test_pod_monitors_select_the_pods_the_operator_renders(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """The PodMonitors' selectors and relabellings name the labels Shoal puts on a
+    model's pods and a gateway's pods, and nothing else: each scrape gets its own."""
+    out = helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "--set",
+        "monitoring.podMonitor.enabled=true",
+        "--show-only",
+        "templates/pod-monitor.yaml",
+    )
+    assert out.returncode == 0, out.stderr
+    monitors = {m["metadata"]["name"]: m["spec"] for m in yaml.safe_load_all(out.stdout)}
+    triton, gateway = monitors[f"{RELEASE}-triton"], monitors[f"{RELEASE}-gateway"]
+    model = InferenceModel.model_validate(example("InferenceModel", "search-ranker"))
+    pool = TenantPool.model_validate(example("TenantPool", "critical"))
+    rendered = deployment(model, pool.spec, "")
+    model_pod = rendered["spec"]["template"]["metadata"]["labels"]
+    gateway_pod = gateway_labels("shared")
+
+    def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+        exists = all(e["key"] in labels for e in selector.get("matchExpressions", []))
+        return exists and all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+    assert selects(triton["selector"], model_pod)
+    assert not selects(triton["selector"], gateway_pod)
+    assert selects(gateway["selector"], gateway_pod)
+    assert not selects(gateway["selector"], model_pod)
+    assert gateway["namespaceSelector"] == {"matchNames": [DEFAULT_GATEWAY_NAMESPACE]}
+    assert gateway["podMetricsEndpoints"][0]["relabelings"][0]["targetLabel"] == "pool"
 
 
 def test_install_upgrade_uninstall(
@@ -90,11 +133,18 @@ def test_install_upgrade_uninstall(
         "--namespace",
         NAMESPACE,
         "--create-namespace",
+        # Other tests install manifests/base, whose gateway namespace Helm cannot adopt.
+        "--set",
+        f"gateway.namespace={GATEWAYS}",
         "--wait",
         "--timeout",
         "120s",
     )
     assert install.returncode == 0, install.stdout + install.stderr
+    gateways = client.CoreV1Api(api).read_namespace(GATEWAYS)
+    assert (gateways.metadata.labels or {}).get(
+        "pod-security.kubernetes.io/enforce"
+    ) == "restricted"
     assert "Shoal 0.1.0 is running" in install.stdout
     deployment = apps.read_namespaced_deployment(RELEASE, NAMESPACE)
     assert deployment.status.available_replicas == 1
@@ -109,6 +159,8 @@ def test_install_upgrade_uninstall(
         str(CHART),
         "--namespace",
         NAMESPACE,
+        "--set",
+        f"gateway.namespace={GATEWAYS}",
         "--set",
         "resyncSeconds=30",
         "--wait",

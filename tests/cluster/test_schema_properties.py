@@ -95,6 +95,10 @@ def spec_strategy(kind: Kind) -> st.SearchStrategy[dict[str, Any]]:
     # from_schema is typed for any JSON value; the spec's schema is an object's.
     whole = cast("st.SearchStrategy[dict[str, Any]]", from_schema(generation_schema(spec_schema)))
     base = example(kind.name, BASE_EXAMPLES[kind.name])["spec"]
+    if kind.name == "InferenceModel":
+        # The example's pool may exist on a shared cluster, where the admission policy
+        # would refuse this namespace (the models cannot know): name one that does not.
+        base["pool"] = "no-such-pool"
 
     def with_field(name: str) -> st.SearchStrategy[dict[str, Any]]:
         field = from_schema(generation_schema(spec_schema["properties"][name]))

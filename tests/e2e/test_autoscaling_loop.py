@@ -10,55 +10,23 @@ scales down after the cool-down, never below the warm pool.
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-from e2e.cluster.local import HPA_SYNC_PERIOD, ensure_binaries
-from e2e.cluster.target import Target
+from e2e.cluster.local import HPA_SYNC_PERIOD
 from e2e.linear_model import BODY, linear_model
-from e2e.monitoring import SCRAPE_INTERVAL, LoadGenerator, MetricsAdapter, PodBackers, Prometheus
+from e2e.monitoring import SCRAPE_INTERVAL, LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
+from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.metrics.reader import MetricsReader
 from tests.support.shoal_objects import Shoal, wait_ready
-from tests.support.triton_repo import add_model, for_cpu
 from tests.support.wait import wait_for
 
 TARGET_QUEUE = 4
 COOL_DOWN = "20s"
-
-
-@pytest.fixture(scope="module")
-def pipeline(
-    kube_target: Target, tmp_path_factory: pytest.TempPathFactory, api: client.ApiClient
-) -> Iterator[Prometheus]:
-    if not kube_target.local:
-        if os.environ.get("CI"):
-            pytest.fail("the autoscaling loop needs the local cluster")
-        pytest.skip("registers a metrics adapter on 127.0.0.1: local cluster only")
-    work = tmp_path_factory.mktemp("monitoring")
-    prometheus = Prometheus(work / "prometheus").start()
-    adapter = MetricsAdapter(
-        binary=ensure_binaries() / "prometheus-adapter",
-        kubeconfig=kube_target.kubeconfig,
-        prometheus_url=prometheus.url,
-        workdir=work / "adapter",
-    ).start()
-    registration = client.ApiregistrationV1Api(api)
-    wait_for(
-        "the custom metrics APIService Available",
-        lambda: registration.read_api_service("v1beta2.custom.metrics.k8s.io").status.conditions,
-        lambda conds: any(c.type == "Available" and c.status == "True" for c in conds or []),
-        timeout=60,
-    )
-    yield prometheus
-    adapter.stop()
-    prometheus.stop()
 
 
 def model(pool: str) -> dict[str, Any]:

@@ -12,13 +12,13 @@ from typing import Any
 import httpx
 from e2e.linear_model import BODY
 from e2e.linear_model import linear_model as linear_model_doc
+from e2e.triton_repo import add_model
 
 from e2e import triton
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import InferenceModel
 from shoal.render.batching import effective_batching
 from shoal.render.model_config import render_config_pbtxt
-from tests.support.triton_repo import add_model
 
 
 def linear_model(base_ms: float, per_item_ms: float) -> InferenceModel:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ import pytest
 import yaml
 
 from shoal.api.tenantpool import TenantPool
+from shoal.render.gateway import GatewaySite
+from shoal.render.gateway import network_policy as gateway_policy
 from shoal.render.tenancy import tenant_objects, withdrawn_namespace_objects
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +56,9 @@ WITHDRAWN = "shared-3"
 PROXIED, OFFLINE = "tenant-p", "tenant-n"
 PVC_MODELS = ["tenant-a", "shared-2"]  # namespaces that also run a pvc:// model
 GATEWAY_LABELS = {"team": "edge", "role": "gateway"}
+# Where the pools' own gateways run (each pool's pods labelled shoal.dev/gateway=<pool>).
+POOL_GATEWAYS = "shoal-gateways"
+SITE = GatewaySite(namespace=POOL_GATEWAYS)
 PROXY_PORT = 3128
 
 # The cluster's ranges as the operator's settings would give them: pods, Services,
@@ -174,12 +179,30 @@ def model_pod(ns: str, source: str = "network") -> dict[str, Any]:
 
 
 TENANTS = [*DEDICATED, *SHARED, "shared-4", PROXIED, OFFLINE]
-OTHERS = ["gateway", "attacker", "monitoring", "kube-system", "egress"]
+OTHERS = ["gateway", "attacker", "monitoring", "kube-system", "egress", POOL_GATEWAYS]
+POOLS = [
+    "dedicated-tenant-a",
+    "dedicated-tenant-b",
+    "dedicated-tenant-c",
+    "shared",
+    "proxied",
+    "offline",
+]
 
 
 def resources() -> list[dict[str, Any]]:
     """Every namespace and pod, those of both states (before and after the change)."""
     out = [namespace(ns) for ns in [*TENANTS, "monitoring", "kube-system", "egress"]]
+    out.append(namespace(POOL_GATEWAYS))
+    out += [
+        pod(
+            f"gw-{p.metadata.name}",
+            POOL_GATEWAYS,
+            {"shoal.dev/gateway": p.metadata.name},
+            [8000, 8001, 8405, 10000],
+        )
+        for p in pools(SHARED)
+    ]
     out += [namespace("gateway", GATEWAY_LABELS), namespace("attacker", GATEWAY_LABELS)]
     for ns in TENANTS:
         out.append(model_pod(ns))
@@ -214,7 +237,8 @@ def steady() -> State:
     policies = []
     for p in pools(SHARED):
         for ns in p.spec.tenants.namespaces:
-            policies += network_policies(tenant_objects(p, ns, CLUSTER_CIDRS))
+            policies += network_policies(tenant_objects(p, ns, CLUSTER_CIDRS, POOL_GATEWAYS))
+        policies.append(gateway_policy(p, SITE, list(p.spec.tenants.namespaces)))
     return State(policies, [*DEDICATED, *SHARED, PROXIED, OFFLINE], [])
 
 
@@ -223,7 +247,8 @@ def changed() -> State:
     policies = []
     for p in pools(SHARED_AFTER):
         for ns in p.spec.tenants.namespaces:
-            policies += network_policies(tenant_objects(p, ns, CLUSTER_CIDRS))
+            policies += network_policies(tenant_objects(p, ns, CLUSTER_CIDRS, POOL_GATEWAYS))
+        policies.append(gateway_policy(p, SITE, list(p.spec.tenants.namespaces)))
         if p.metadata.name == "shared":
             policies += network_policies(withdrawn_namespace_objects(p, WITHDRAWN))
     return State(policies, [*DEDICATED, *SHARED_AFTER, PROXIED, OFFLINE], [WITHDRAWN])
@@ -282,6 +307,34 @@ def nothing_left_in_withdrawn(state: State) -> State:
     """Control: the pool's policies deleted from the namespace it withdrew from."""
     kept = [p for p in state.policies if p["metadata"]["namespace"] not in state.withdrawn]
     return State(kept, state.admitted, state.withdrawn)
+
+
+def any_gateway_pod(state: State) -> State:
+    """Control: model pods let in every pod of the gateways' namespace, whichever pool's
+    gateway it is."""
+    loosened = yaml.safe_load(yaml.safe_dump(state.policies))
+    for policy in loosened:
+        if policy["metadata"]["namespace"] == POOL_GATEWAYS:
+            continue
+        for rule in policy["spec"].get("ingress", []):
+            for source in rule.get("from", []):
+                labels = (source.get("podSelector") or {}).get("matchLabels") or {}
+                if "shoal.dev/gateway" in labels:
+                    del source["podSelector"]
+    return replace(state, policies=loosened)
+
+
+def gateways_open_to_all(state: State) -> State:
+    """Control: a pool's gateway lets in every namespace on the inference ports."""
+    opened = []
+    for policy in state.policies:
+        if policy["metadata"]["namespace"] == POOL_GATEWAYS:
+            policy = yaml.safe_load(yaml.safe_dump(policy))
+            for rule in policy["spec"]["ingress"]:
+                if {"protocol": "TCP", "port": 8000} in rule["ports"]:
+                    rule["from"] = [{"namespaceSelector": {}}]
+        opened.append(policy)
+    return replace(state, policies=opened)
 
 
 def gateway_by_labels(state: State) -> State:
@@ -360,6 +413,41 @@ def required(state: State) -> list[dict[str, Any]]:
                 ],
             )
         )
+        own_gateway = {
+            **by_name(POOL_GATEWAYS),
+            "podSelector": {"matchLabels": {"shoal.dev/gateway": pool_of(ns)}},
+        }
+        out.append(
+            spec_policy(
+                f"pool-gw-{ns}",
+                ns,
+                MODELS,
+                ingress=[
+                    {
+                        "from": [own_gateway],
+                        "ports": [{"protocol": "TCP", "port": p} for p in (8000, 8001)],
+                    }
+                ],
+            )
+        )
+        if ns not in state.withdrawn:
+            out.append(
+                {
+                    "apiVersion": "networking.k8s.io/v1",
+                    "kind": "NetworkPolicy",
+                    "metadata": {"name": f"calls-gw-{ns}", "namespace": POOL_GATEWAYS},
+                    "spec": {
+                        "podSelector": {"matchLabels": {"shoal.dev/gateway": pool_of(ns)}},
+                        "policyTypes": ["Ingress"],
+                        "ingress": [
+                            {
+                                "from": [by_name(ns)],
+                                "ports": [{"protocol": "TCP", "port": p} for p in (8000, 8001)],
+                            }
+                        ],
+                    },
+                }
+            )
         out.append(
             spec_policy(
                 f"mon-{ns}",
@@ -423,6 +511,55 @@ def cross_tenant_ingress(state: State) -> list[dict[str, Any]]:
                     }
                 ],
             )
+        )
+    return out
+
+
+def across_gateways(state: State) -> list[dict[str, Any]]:
+    """Into a model: no other pool's gateway, and no pod of the model's own namespace
+    (tenants call their models through their pool's gateway)."""
+    out = []
+    for ns in state.admitted:
+        others = {
+            **by_name(POOL_GATEWAYS),
+            "podSelector": {
+                "matchExpressions": [
+                    {"key": "shoal.dev/gateway", "operator": "NotIn", "values": [pool_of(ns)]}
+                ]
+            },
+        }
+        out.append(
+            spec_policy(
+                f"other-gw-{ns}", ns, MODELS, ingress=[{"from": [others, {"podSelector": {}}]}]
+            )
+        )
+    return out
+
+
+def into_the_gateways(state: State) -> list[dict[str, Any]]:
+    """Into a pool's gateway: no namespace the pool does not admit (other tenants, the
+    attacker, monitoring) on the inference ports."""
+    out = []
+    tenants = [*state.admitted, *state.withdrawn]
+    for name in POOLS:
+        own = [t for t in state.admitted if pool_of(t) == name]
+        strangers = [t for t in tenants if t not in own] + ["attacker", "monitoring"]
+        out.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": {"name": f"into-{name}", "namespace": POOL_GATEWAYS},
+                "spec": {
+                    "podSelector": {"matchLabels": {"shoal.dev/gateway": name}},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [
+                        {
+                            "from": [by_name(*strangers)],
+                            "ports": [{"protocol": "TCP", "port": p} for p in (8000, 8001)],
+                        }
+                    ],
+                },
+            }
         )
     return out
 
@@ -556,6 +693,8 @@ STATES = {"steady": steady, "after-change": changed}
 Check = Callable[[State], list[dict[str, Any]]]
 FORBIDDEN: dict[str, Check] = {
     "cross-tenant-ingress": cross_tenant_ingress,
+    "across-gateways": across_gateways,
+    "into-the-gateways": into_the_gateways,
     "egress-to-pods": egress_to_pods,
     "egress-to-the-cluster": egress_to_the_cluster,
     "egress-to-metadata": egress_to_metadata,
@@ -664,6 +803,12 @@ CONTROLS = {
     ),
     "withdrawn-namespace-left-bare": Control(
         changed, nothing_left_in_withdrawn, "withdrawn-isolated", (f"{WITHDRAWN}/model",)
+    ),
+    "any-gateway-pod-trusted": Control(
+        steady, any_gateway_pod, "across-gateways", ("shoal-gateways/gw-",)
+    ),
+    "gateway-open-to-all": Control(
+        steady, gateways_open_to_all, "into-the-gateways", ("attacker", "monitoring", "tenant-")
     ),
     "gateway-trusted-by-labels": Control(
         steady, gateway_by_labels, "cross-tenant-ingress", ("attacker", "mallory")

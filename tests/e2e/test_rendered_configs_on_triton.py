@@ -1,7 +1,7 @@
 """Every config.pbtxt the operator renders loads into the real tritonserver.
 
 Configs are rendered for the examples and for InferenceModels and BatchPolicies
-generated from the CRD schemas, adapted for the CPU (tests/support/triton_repo.py says
+generated from the CRD schemas, adapted for the CPU (e2e/triton_repo.py says
 exactly how), and loaded with --strict-model-config=true.
 """
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from e2e.triton_repo import add_model, for_cpu
 from google.protobuf import text_format
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -26,7 +27,6 @@ from shoal.render.batching import effective_batching
 from shoal.render.model_config import render_config_pbtxt
 from tests.cluster.test_schema_properties import generation_schema
 from tests.support.resources import example_documents
-from tests.support.triton_repo import add_model, for_cpu
 
 GENERATED_MODELS = 25
 

@@ -1,7 +1,7 @@
 """The response cache on the real tritonserver, configured as the operator renders it.
 
 The model's config.pbtxt and the server's flags both come from the rendered objects:
-the ConfigMap's config (adapted for the CPU, tests/support/triton_repo.py) and the
+the ConfigMap's config (adapted for the CPU, e2e/triton_repo.py) and the
 Triton container's args of the rendered Deployment (e2e/triton.py's
 rendered_server_args), so ``--cache-config`` is the operator's, not the test's. The
 wheel's tritonserver ships the local cache (caches/local/libtritoncache_local.so).
@@ -15,13 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
+from e2e.triton_repo import add_model, for_cpu
 
 from e2e import triton
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.desired import model_objects
 from tests.support.resources import example
-from tests.support.triton_repo import add_model, for_cpu
 
 REQUESTS = 12
 BODY = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
-from benchmarks.summary import README, readme_block, render
+from benchmarks.summary import (
+    GATEWAY_BEGIN,
+    GATEWAY_DOC,
+    GATEWAY_END,
+    README,
+    gateway_doc_block,
+    readme_block,
+    render,
+)
 
 
 def test_the_readme_quotes_the_committed_results() -> None:
     assert readme_block(README.read_text()) == render(), (
         "README.md's benchmark block differs from benchmarks/results/: "
+        "run python -m benchmarks.summary --write"
+    )
+
+
+def test_the_gateway_doc_quotes_the_committed_results() -> None:
+    doc = GATEWAY_DOC.read_text()
+    assert readme_block(doc, GATEWAY_BEGIN, GATEWAY_END) == gateway_doc_block(), (
+        "docs/gateway.md's figures differ from benchmarks/results/gateway.json: "
         "run python -m benchmarks.summary --write"
     )

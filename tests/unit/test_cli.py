@@ -33,9 +33,14 @@ def test_render_reads_a_directory_and_prints_a_yaml_stream(
     import yaml
 
     assert main(["render", "-f", "examples/"]) == 0
-    kinds = [d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out)]
-    assert kinds.count("Deployment") == 3
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    kinds = [d["kind"] for d in docs]
+    # Three models, and the two pools' gateways.
+    assert kinds.count("Deployment") == 5
     assert kinds.count("NetworkPolicy") >= 10
+    gateways = [d for d in docs if d["kind"] == "ConfigMap" and "haproxy.cfg" in d["data"]]
+    assert len(gateways) == 2
+    assert "backend m_team-search_search-ranker" in gateways[0]["data"]["haproxy.cfg"]
 
 
 def test_render_explains_a_missing_reference(

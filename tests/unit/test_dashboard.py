@@ -19,5 +19,13 @@ def test_every_shoal_series_in_the_dashboard_is_recorded() -> None:
     assert used, exprs
     assert used <= records, used - records
     titles = " ".join(p["title"] for p in dashboard["panels"])
-    for topic in ("Queue depth", "P95 / P99", "batch size", "warm pool", "GPU quota"):
+    for topic in (
+        "Queue depth",
+        "P95 / P99",
+        "batch size",
+        "warm pool",
+        "GPU quota",
+        "429s",
+        "Gateway",
+    ):
         assert topic in titles

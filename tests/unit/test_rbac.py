@@ -20,29 +20,50 @@ def rules() -> list[dict[str, Any]]:
 
 def test_no_wildcards_anywhere() -> None:
     for rule in rules():
-        for key in ("apiGroups", "resources", "verbs"):
-            assert "*" not in rule[key], rule
+        for key in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
+            assert "*" not in rule.get(key, []), rule
         assert "resourceNames" not in rule or rule["resourceNames"]
 
 
 def test_no_secrets_and_no_escalation_verbs() -> None:
     for rule in rules():
-        assert "secrets" not in rule["resources"], rule
+        assert "secrets" not in rule.get("resources", []), rule
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
         assert not {"roles", "clusterroles", "rolebindings", "clusterrolebindings"} & set(
-            rule["resources"]
+            rule.get("resources", [])
         ), rule
 
 
 def test_custom_resources_are_never_created_or_deleted_by_the_operator() -> None:
     """GitOps owns them: the operator patches status (and its own finalizer on a pool)."""
     for rule in rules():
-        if rule["apiGroups"] == ["shoal.dev"]:
+        if rule.get("apiGroups") == ["shoal.dev"]:
             assert not {"create", "update", "delete"} & set(rule["verbs"]), rule
 
 
 def test_deletes_only_what_a_pool_releases_or_must_replace() -> None:
     """Quotas and policies of namespaces a pool releases; a pool's PriorityClass when its
     value changes (the API server refuses that in place)."""
-    deletable = {r for rule in rules() if "delete" in rule["verbs"] for r in rule["resources"]}
+    deletable = {
+        r for rule in rules() if "delete" in rule["verbs"] for r in rule.get("resources", [])
+    }
     assert deletable == {"resourcequotas", "networkpolicies", "priorityclasses"}
+
+
+def test_the_gateway_namespaces_roles_grant_only_what_is_used() -> None:
+    """In the gateways' namespace: the agent reads ConfigMaps; the operator may delete a
+    gateway's objects there (when a pool stops having one), nowhere else."""
+    docs = list(yaml.safe_load_all((RBAC.parent / "gateways.yaml").read_text()))
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role"}
+    assert {d["metadata"]["namespace"] for d in roles.values()} == {"shoal-gateways"}
+    assert roles["shoal-gateway"]["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}
+    ]
+    operator = roles["shoal-operator"]["rules"]
+    assert {v for rule in operator for v in rule["verbs"]} == {"delete"}
+    assert {r for rule in operator for r in rule["resources"]} == {
+        "configmaps",
+        "services",
+        "deployments",
+        "poddisruptionbudgets",
+    }

@@ -216,7 +216,7 @@ def p95_target(latency: str) -> str:
     doc = model_doc()
     doc["spec"]["scaling"]["targetP95Latency"] = latency
     metrics = hpa(parse_model(doc))["metrics"]
-    assert len(metrics) == 2
+    assert [m["type"] for m in metrics] == ["Pods", "Object", "Object"]
     obj = metrics[1]["object"]
     assert obj["describedObject"] == {
         "apiVersion": "v1",
@@ -256,11 +256,32 @@ def test_p95_targets_are_exact_milliseconds(latency: str, quantity: str, seconds
     assert quantity_value(rendered) == seconds
 
 
-def test_without_a_p95_target_only_the_queue_is_watched() -> None:
+def test_without_a_p95_target_only_the_queues_are_watched() -> None:
     doc = model_doc()
     del doc["spec"]["scaling"]["targetP95Latency"]
     metrics = hpa(parse_model(doc))["metrics"]
-    assert [m["type"] for m in metrics] == ["Pods"]
+    assert [m["type"] for m in metrics] == ["Pods", "Object"]
+    assert metrics[1]["object"]["metric"] == {"name": "shoal_gateway_queue_depth"}
+
+
+def test_the_gateways_queue_is_watched_per_replica_when_the_pool_has_one() -> None:
+    doc = model_doc()
+    doc["spec"]["scaling"]["targetQueueDepth"] = 6
+    model = parse_model(doc)
+    gateway = hpa(model)["metrics"][-1]["object"]
+    assert gateway["describedObject"] == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "name": "search-ranker",
+    }
+    assert gateway["metric"] == {"name": "shoal_gateway_queue_depth"}
+    # Per replica, like Triton's own queue: the HPA divides by the replicas it has.
+    assert gateway["target"] == {"type": "AverageValue", "averageValue": "6"}
+    pool = example("TenantPool", "critical")
+    pool["spec"]["gateway"] = {"enabled": False}
+    without = hpa(model, tp=TenantPool.model_validate(pool))["metrics"]
+    names = [(m.get("object") or m["pods"])["metric"]["name"] for m in without]
+    assert names == ["shoal_queue_depth", "shoal_request_p95_seconds"]
 
 
 # ------------------------------------------------------------------ priorities

@@ -22,6 +22,8 @@ POOL_LABEL: Final = f"{GROUP}/pool"
 # https://), "volume" when they come from a claim (pvc://). The pool's download egress
 # selects only the "network" pods.
 MODEL_SOURCE_LABEL: Final = f"{GROUP}/model-source"
+# On a pool gateway's objects and pods: the pool's name.
+GATEWAY_LABEL: Final = f"{GROUP}/gateway"
 
 # Shoal's own finalizer: a TenantPool is held while models still use it.
 POOL_FINALIZER: Final = f"{GROUP}/pool-in-use"

@@ -10,7 +10,6 @@ from shoal.api.batchpolicy import DEFAULT_MAX_BATCH, MAX_BATCH, MAX_PRIORITY_LEV
 from shoal.api.common import (
     Check,
     Conditions,
-    DnsLabel,
     DnsSubdomain,
     DurationFormat,
     ObjectMeta,
@@ -26,9 +25,10 @@ from shoal.api.common import (
     name_rule,
     unique_by,
 )
-from shoal.api.formats import CronSchedule, ImageReference, StorageUri, TimeZone
+from shoal.api.formats import ImageReference, StorageUri
 from shoal.api.quantity import quantity_value
 from shoal.api.tenantpool import PoolName
+from shoal.api.windows import Window
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 TENSOR_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
@@ -320,8 +320,6 @@ class Runtime(SpecModel):
 StabilizationWindow = Annotated[str, DurationFormat("0s", "1h", example="5m")]
 # The P95 target becomes a quantity in milliseconds that must be positive.
 LatencyTarget = Annotated[str, DurationFormat("1ms", "1h", example="200ms")]
-# Longer than a month would outlast a monthly schedule; zero would never open.
-WindowDuration = Annotated[str, DurationFormat("1s", "744h", example="10h")]
 
 
 class ScalingPolicy(SpecModel):
@@ -339,17 +337,9 @@ class ScalingPolicy(SpecModel):
     )
 
 
-class Schedule(SpecModel):
+class Schedule(Window):
     """A time window with a higher warm-pool floor, for known peaks."""
 
-    name: DnsLabel = Field(description="Names the window in status and Events.")
-    start: CronSchedule = Field(
-        description="When the window opens, as a five-field cron expression, e.g. '0 8 * * 1-5'."
-    )
-    duration: WindowDuration = Field(description="How long the window stays open, e.g. 10h.")
-    time_zone: TimeZone = Field(
-        default="UTC", description="IANA time zone of start, e.g. Europe/Paris."
-    )
     min_replicas: int = Field(ge=1, le=1000, description="The warm-pool floor while open.")
 
 
@@ -414,6 +404,34 @@ class Scaling(SpecModel):
     )
 
 
+# An HTTP header name: letters, digits and '-' (of RFC 9110's token, what headers use).
+HeaderName = Annotated[
+    str,
+    TextFormat(
+        r"^([A-Za-z0-9][A-Za-z0-9-]*)$",
+        "an HTTP header name of letters, digits and '-', such as X-Session-ID",
+        max_length=64,
+        example="X-Session-ID",
+    ),
+]
+RequestTimeout = Annotated[str, DurationFormat("1ms", "1h", example="60s")]
+
+
+class Routing(SpecModel):
+    """How the pool's gateway sends the model's requests to its replicas."""
+
+    timeout: RequestTimeout = Field(
+        default="60s",
+        description="A request still running after this gets 504 from the gateway, and "
+        "its slot is freed.",
+    )
+    sticky_header: HeaderName | None = Field(
+        default=None,
+        description="A request header whose value keeps a client on one replica (e.g. a "
+        "session id); unset: the least busy ready replica.",
+    )
+
+
 class InferenceModelSpec(SpecModel):
     """One model, served by Triton, in one TenantPool."""
 
@@ -426,6 +444,7 @@ class InferenceModelSpec(SpecModel):
     model: ModelSource = Field(description="The model and where its files are.")
     runtime: Runtime = Field(default_factory=Runtime, description="The Triton server.")
     scaling: Scaling = Field(default_factory=Scaling, description="Autoscaling and warm pool.")
+    routing: Routing = Field(default_factory=Routing, description="Routing at the gateway.")
 
     rules = (
         # Where the model alone decides its maxBatchSize (an override, or no BatchPolicy
@@ -457,8 +476,18 @@ def _own_max_batch(spec: InferenceModelSpec) -> int:
 class Endpoints(SpecModel):
     """Where clients reach the model inside the cluster."""
 
-    http: str | None = Field(default=None, description="KServe v2 HTTP/REST endpoint.")
-    grpc: str | None = Field(default=None, description="KServe v2 gRPC endpoint.")
+    gateway: str | None = Field(
+        default=None,
+        description="The model's KServe v2 HTTP URL through its pool's gateway, where "
+        "tenants call it (with a ServiceAccount token for the gateway's audience).",
+    )
+    gateway_grpc: str | None = Field(
+        default=None, description="The pool gateway's gRPC endpoint, for this model."
+    )
+    http: str | None = Field(
+        default=None, description="The model's own Service, HTTP (the gateway's way in)."
+    )
+    grpc: str | None = Field(default=None, description="The model's own Service, gRPC.")
 
 
 class InferenceModelStatus(SpecModel):

@@ -22,6 +22,7 @@ from shoal.api.common import (
     conditions_field,
     name_rule,
 )
+from shoal.api.gateway import Gateway
 
 POOL_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 POOL_NAME_MAX = 52
@@ -294,8 +295,9 @@ class Access(SpecModel):
     gateway_namespaces: Annotated[list[DnsLabel], UniqueList] = Field(
         default_factory=list,
         max_length=64,
-        description="Namespaces allowed to call the inference ports (HTTP 8000, gRPC 8001), "
-        "e.g. the API gateway's.",
+        description="Namespaces allowed to call the inference ports (HTTP 8000, gRPC 8001) "
+        "directly, besides the pool's own gateway: e.g. an API gateway of yours that does "
+        "its own authentication and limits.",
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     monitoring_namespaces: Annotated[list[DnsLabel], UniqueList] = Field(
@@ -305,8 +307,9 @@ class Access(SpecModel):
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     allow_same_namespace: bool = Field(
-        default=True,
-        description="Whether pods in the model's own namespace may call it.",
+        default=False,
+        description="Whether pods in the model's own namespace may call it directly, "
+        "bypassing the pool's gateway (its identity check and limits).",
     )
     model_download: ModelDownload = Field(
         default_factory=ModelDownload,
@@ -346,6 +349,11 @@ class TenantPoolSpec(SpecModel):
     quota: Quota = Field(description="What each tenant namespace may use.")
     priority: Priority = Field(default_factory=Priority, description="Scheduling priority.")
     access: Access = Field(default_factory=Access, description="Network allow-list.")
+    gateway: Gateway = Field(
+        default_factory=Gateway,
+        description="The pool's gateway: identity, per-tenant limits, priority and routing "
+        "at the edge.",
+    )
 
     rules = (
         Rule(
@@ -357,6 +365,18 @@ class TenantPoolSpec(SpecModel):
         ),
         ACCESS_NOT_TENANT,
     )
+
+
+class GatewayStatus(SpecModel):
+    """The pool's gateway as it stands."""
+
+    http: str | None = Field(default=None, description="The gateway's HTTP endpoint.")
+    grpc: str | None = Field(default=None, description="The gateway's gRPC endpoint.")
+    audience: str | None = Field(
+        default=None, description="The audience a caller's ServiceAccount token must carry."
+    )
+    replicas: int | None = Field(default=None, ge=0, description="Gateway replicas.")
+    ready_replicas: int | None = Field(default=None, ge=0, description="Ready replicas.")
 
 
 class TenantPoolStatus(SpecModel):
@@ -371,6 +391,7 @@ class TenantPoolStatus(SpecModel):
     )
     models: int | None = Field(default=None, ge=0, description="InferenceModels in the pool.")
     replicas: int | None = Field(default=None, ge=0, description="Model replicas in the pool.")
+    gateway: GatewayStatus | None = Field(default=None, description="The pool's gateway.")
     admitted_namespaces: list[str] = Field(
         default_factory=list, description="Namespaces the pool currently admits."
     )

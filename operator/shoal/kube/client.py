@@ -114,6 +114,11 @@ class Kube:
                 return None
             raise
 
+    def get_path(self, path: str, accept: str = "application/json") -> dict[str, Any]:
+        """A document the API server serves outside its resources (discovery, keys)."""
+        result: dict[str, Any] = self._call("GET", path, accept=accept)
+        return result
+
     def list_metadata(
         self, api_version: str, kind: str, namespace: str | None = None, labels: str = ""
     ) -> list[dict[str, Any]]:

@@ -10,19 +10,141 @@ per-pod P95: an upper bound on the model's P95 (the worst replica is at least as
 the fleet's 95th percentile of that replica's own traffic), so the autoscaler errs
 towards capacity, never towards violating the target. A request-weighted mean of the
 per-pod P95s would understate the tail whenever one replica is hot.
+
+The pools' gateways (HAProxy's exporter) name what a series is about in its ``proxy``
+label: ``gate_<tenant namespace>`` for a tenant's gate, ``m_<namespace>_<model>`` (and
+``..._grpc``) for the route to an InferenceModel; scraping adds ``pool``. The gateway
+rules turn those names back into ``namespace`` and ``inferencemodel`` labels, so a
+gateway figure lines up with the model's own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, P95_METRIC, QUEUE_METRIC
+
 MODEL = "namespace, inferencemodel"
 POD = "namespace, pod, inferencemodel"
 RATE_WINDOW = "1m"
+GATEWAY_MODEL = "pool, namespace, inferencemodel"
+GATEWAY_TENANT = "pool, namespace"
+# Namespaces and InferenceModel names hold no "_": the backend names split cleanly.
+ROUTE_PROXY = "m_.+"
+ROUTE_NAMES = ("m_([^_]+)_.+", "m_[^_]+_([^_]+)(?:_grpc)?")
+GATE_PROXY = "gate_.+"
+FIVE_XX = ',code="5xx"'
 
 
 def _rule(record: str, expr: str) -> dict[str, str]:
     return {"record": record, "expr": " ".join(expr.split())}
+
+
+def _selected(series: str, matchers: str, rate: bool) -> str:
+    selected = f"{series}{{{matchers}}}"
+    return f"rate({selected}[{RATE_WINDOW}])" if rate else selected
+
+
+def _by_route(series: str, matchers: str = "", *, rate: bool = False) -> str:
+    """``series`` (or its rate) of the gateways' route backends, labelled with the
+    model's namespace and name instead of the gateway's namespace."""
+    selected = _selected(series, f'proxy=~"{ROUTE_PROXY}"{matchers}', rate)
+    namespace, model = ROUTE_NAMES
+    return (
+        f'label_replace(label_replace({selected}, "namespace", "$1", "proxy", "{namespace}"), '
+        f'"inferencemodel", "$1", "proxy", "{model}")'
+    )
+
+
+def _by_gate(series: str, *, rate: bool = False) -> str:
+    """``series`` (or its rate) of the gateways' tenant gates, labelled with the
+    tenant's namespace."""
+    selected = _selected(series, f'proxy=~"{GATE_PROXY}"', rate)
+    return f'label_replace({selected}, "namespace", "$1", "proxy", "gate_(.+)")'
+
+
+def gateway_rules() -> list[dict[str, str]]:
+    """Per tenant, per model and per pool: what the gateways let through, refused and
+    queued, summed over every gateway replica."""
+    return [
+        _rule(
+            "shoal:gateway_request_rate:model",
+            f"sum by ({GATEWAY_MODEL}) "
+            f"({_by_route('haproxy_backend_http_requests_total', rate=True)})",
+        ),
+        # Low priority lanes shed with 503 (the route's "http-request deny").
+        _rule(
+            "shoal:gateway_shed_rate:model",
+            f"sum by ({GATEWAY_MODEL}) "
+            f"({_by_route('haproxy_backend_requests_denied_total', rate=True)})",
+        ),
+        # 504s (the model's routing timeout) and replicas' resets.
+        _rule(
+            "shoal:gateway_response_error_rate:model",
+            f"sum by ({GATEWAY_MODEL}) "
+            f"({_by_route('haproxy_backend_response_errors_total', rate=True)})",
+        ),
+        _rule(
+            "shoal:gateway_5xx_rate:model",
+            f"sum by ({GATEWAY_MODEL}) "
+            f"({_by_route('haproxy_backend_http_responses_total', FIVE_XX, rate=True)})",
+        ),
+        # HAProxy's averages are over each replica's last 1024 requests: the slowest
+        # gateway replica's, like the P95 across Triton replicas.
+        _rule(
+            "shoal:gateway_queue_seconds:model",
+            f"max by ({GATEWAY_MODEL}) ({_by_route('haproxy_backend_queue_time_average_seconds')})",
+        ),
+        _rule(
+            "shoal:gateway_response_seconds:model",
+            f"max by ({GATEWAY_MODEL}) ({_by_route('haproxy_backend_total_time_average_seconds')})",
+        ),
+        # Requests waiting at the gateways for a free replica slot: demand Triton's own
+        # queue cannot see (it holds at most what the gateway lets through to it). A
+        # model without gateway series gets 0, so that the HPA's metric always exists
+        # (an HPA missing one of its metrics does not scale down).
+        _rule(
+            "shoal:gateway_queue_depth:model",
+            "label_replace(sum by (namespace, inferencemodel) "
+            f"({_by_route('haproxy_backend_current_queue')}) "
+            "or 0 * sum by (namespace, inferencemodel) (nv_inference_pending_request_count), "
+            '"service", "$1", "inferencemodel", "(.*)")',
+        ),
+        # The tenant's 429s: over its rate (denied at its gate), and over its
+        # concurrency past its queue timeout (the gate's connection errors).
+        _rule(
+            "shoal:gateway_rate_limited_rate:tenant",
+            f"sum by ({GATEWAY_TENANT}) "
+            f"({_by_gate('haproxy_backend_requests_denied_total', rate=True)})",
+        ),
+        _rule(
+            "shoal:gateway_concurrency_limited_rate:tenant",
+            f"sum by ({GATEWAY_TENANT}) "
+            f"({_by_gate('haproxy_backend_connection_errors_total', rate=True)})",
+        ),
+        _rule(
+            "shoal:gateway_request_rate:tenant",
+            f"sum by ({GATEWAY_TENANT}) "
+            f"({_by_gate('haproxy_backend_http_requests_total', rate=True)})",
+        ),
+        # Requests waiting for one of the tenant's concurrency slots.
+        _rule(
+            "shoal:gateway_queue_depth:tenant",
+            f"sum by ({GATEWAY_TENANT}) ({_by_gate('haproxy_backend_current_queue')})",
+        ),
+        # Everything that reached a pool's gateway, and what its door answered itself
+        # (401 unproven, 403 not admitted, 404 unrouted) by class.
+        _rule(
+            "shoal:gateway_request_rate:pool",
+            'sum by (pool) (rate(haproxy_frontend_http_requests_total{proxy="edge"}'
+            f"[{RATE_WINDOW}]))",
+        ),
+        _rule(
+            "shoal:gateway_response_rate:pool",
+            'sum by (pool, code) (rate(haproxy_frontend_http_responses_total{proxy="edge"}'
+            f"[{RATE_WINDOW}]))",
+        ),
+    ]
 
 
 def recording_rules() -> dict[str, Any]:
@@ -63,63 +185,87 @@ def recording_rules() -> dict[str, Any]:
             f"sum by ({MODEL}) (rate(nv_inference_compute_infer_duration_us[{RATE_WINDOW}]))",
         ),
     ]
-    return {"groups": [{"name": "shoal.rules", "rules": rules}]}
-
-
-def adapter_rules() -> dict[str, Any]:
-    """prometheus-adapter configuration exposing the HPA's two metrics."""
     return {
-        "rules": [
-            {
-                "seriesQuery": 'shoal:queue_depth:pod{namespace!="",pod!=""}',
-                "resources": {
-                    "overrides": {
-                        "namespace": {"resource": "namespace"},
-                        "pod": {"resource": "pod"},
-                    }
-                },
-                "name": {"matches": "^shoal:queue_depth:pod$", "as": "shoal_queue_depth"},
-                "metricsQuery": "max by (<<.GroupBy>>) (<<.Series>>{<<.LabelMatchers>>})",
-            },
-            {
-                "seriesQuery": 'shoal:request_p95_seconds:model{namespace!="",service!=""}',
-                "resources": {
-                    "overrides": {
-                        "namespace": {"resource": "namespace"},
-                        "service": {"resource": "service"},
-                    }
-                },
-                "name": {
-                    "matches": "^shoal:request_p95_seconds:model$",
-                    "as": "shoal_request_p95_seconds",
-                },
-                "metricsQuery": "max by (<<.GroupBy>>) (<<.Series>>{<<.LabelMatchers>>})",
-            },
+        "groups": [
+            {"name": "shoal.rules", "rules": rules},
+            {"name": "shoal.gateway.rules", "rules": gateway_rules()},
         ]
     }
 
 
-def kubernetes_scrape_config(job: str = "shoal-triton") -> dict[str, Any]:
-    """A scrape job for Triton pods, for a Prometheus without the Prometheus Operator."""
+def _adapter_rule(series: str, name: str, by: str) -> dict[str, Any]:
+    """One recording rule exposed under ``name``, on the ``by`` resource (``pod``, or
+    ``service`` for an object metric on the model's Service)."""
     return {
-        "job_name": job,
-        "kubernetes_sd_configs": [{"role": "pod"}],
-        "relabel_configs": [
-            {
-                "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_managed_by"],
-                "regex": "shoal",
-                "action": "keep",
-            },
-            {
-                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                "regex": "metrics",
-                "action": "keep",
-            },
-            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-            {
-                "source_labels": ["__meta_kubernetes_pod_label_shoal_dev_model"],
-                "target_label": "inferencemodel",
-            },
-        ],
+        "seriesQuery": f'{series}{{namespace!="",{by}!=""}}',
+        "resources": {"overrides": {"namespace": {"resource": "namespace"}, by: {"resource": by}}},
+        "name": {"matches": f"^{series}$", "as": name},
+        "metricsQuery": "max by (<<.GroupBy>>) (<<.Series>>{<<.LabelMatchers>>})",
     }
+
+
+def adapter_rules() -> dict[str, Any]:
+    """prometheus-adapter configuration exposing the HPA's metrics."""
+    return {
+        "rules": [
+            _adapter_rule("shoal:queue_depth:pod", QUEUE_METRIC, "pod"),
+            _adapter_rule("shoal:request_p95_seconds:model", P95_METRIC, "service"),
+            _adapter_rule("shoal:gateway_queue_depth:model", GATEWAY_QUEUE_METRIC, "service"),
+        ]
+    }
+
+
+def _keep_labelled(label: str) -> dict[str, Any]:
+    return {
+        "source_labels": [f"__meta_kubernetes_pod_label_{label}"],
+        "regex": ".+",
+        "action": "keep",
+    }
+
+
+def _common_relabelling() -> list[dict[str, Any]]:
+    return [
+        {
+            "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_managed_by"],
+            "regex": "shoal",
+            "action": "keep",
+        },
+        {
+            "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+            "regex": "metrics",
+            "action": "keep",
+        },
+        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+    ]
+
+
+def kubernetes_scrape_configs() -> list[dict[str, Any]]:
+    """Scrape jobs for a Prometheus without the Prometheus Operator: Triton's pods
+    (labelled with their InferenceModel) and the pools' gateways (with their pool)."""
+    return [
+        {
+            "job_name": "shoal-triton",
+            "kubernetes_sd_configs": [{"role": "pod"}],
+            "relabel_configs": [
+                _keep_labelled("shoal_dev_model"),
+                *_common_relabelling(),
+                {
+                    "source_labels": ["__meta_kubernetes_pod_label_shoal_dev_model"],
+                    "target_label": "inferencemodel",
+                },
+            ],
+        },
+        {
+            "job_name": "shoal-gateway",
+            "kubernetes_sd_configs": [{"role": "pod"}],
+            "relabel_configs": [
+                _keep_labelled("shoal_dev_gateway"),
+                *_common_relabelling(),
+                {
+                    "source_labels": ["__meta_kubernetes_pod_label_shoal_dev_gateway"],
+                    "target_label": "pool",
+                },
+            ],
+        },
+    ]

@@ -27,6 +27,7 @@ from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.pool import isolation_objects
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.desired import model_objects
+from shoal.render.gateway import gateway_host
 from shoal.render.names import GRPC_PORT, HTTP_PORT
 from shoal.render.schedule import Floor, floor_at, next_change
 from shoal.state import POOL_GATHER_SECONDS, Operator
@@ -282,10 +283,12 @@ def model_status(
     body: dict[str, Any],
     outcome: Outcome,
     metrics: tuple[dict[str, Any], Cond] | None = None,
+    gateway: str | None = None,
 ) -> dict[str, Any]:
-    """The model's whole status (pure): conditions, replicas, endpoints, the warm pool,
-    and the figures from Prometheus (``metrics``; None keeps those already in status).
-    A model that cannot be served reports why, and nothing else."""
+    """The model's whole status (pure): conditions, replicas, endpoints (through the
+    pool's gateway at ``gateway``, a host, when it has one), the warm pool, and the
+    figures from Prometheus (``metrics``; None keeps those already in status). A model
+    that cannot be served reports why, and nothing else."""
     live = body.get("status") or {}
     conditions = [outcome.ready, outcome.progressing, outcome.degraded]
     conditions += kstatus(outcome.ready, stalled=outcome.stalled, progressing=outcome.progressing)
@@ -307,7 +310,11 @@ def model_status(
         fields["replicas"] = dstatus.get("replicas", 0)
         fields["readyReplicas"] = dstatus.get("readyReplicas", 0)
         host = f"{model.metadata.name}.{model.metadata.namespace}.svc"
-        fields["endpoints"] = {"http": f"http://{host}:{HTTP_PORT}", "grpc": f"{host}:{GRPC_PORT}"}
+        endpoints = {"http": f"http://{host}:{HTTP_PORT}", "grpc": f"{host}:{GRPC_PORT}"}
+        if gateway is not None:
+            endpoints["gateway"] = f"http://{gateway}:{HTTP_PORT}/v2/models/{model.spec.model.name}"
+            endpoints["gatewayGrpc"] = f"{gateway}:{GRPC_PORT}"
+        fields["endpoints"] = endpoints
     if outcome.floor is not None:
         fields["warmPool"] = outcome.floor.min_replicas
         fields["openSchedules"] = list(outcome.floor.open_windows)
@@ -325,7 +332,7 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
         API_VERSION, "InferenceModel", name, namespace
     )
     if body is None or body["metadata"].get("deletionTimestamp"):
-        op.set_wakeup(namespace, name, None)
+        op.set_wakeup("InferenceModel", name, None, namespace)
         return
     model: InferenceModel | None = None
     try:
@@ -342,13 +349,24 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
             metrics = metrics_status(op.metrics.figures(namespace, name))
     before = condition(body.get("status"), "Ready")
     replicas_before = (body.get("status") or {}).get("replicas")
-    new = model_status(model, body, outcome, metrics)
+    new = model_status(model, body, outcome, metrics, _gateway_host(op, model))
     if write_status(op.kube, op.cache, body, new):
         _announce(op, body, before, outcome.ready)
-    op.set_wakeup(namespace, name, outcome.next_change)
+    op.set_wakeup("InferenceModel", name, outcome.next_change, namespace)
     if new.get("replicas") != replicas_before and model is not None:
         # Its GPU use changed: the pool's usage, gathered over a burst of models.
         op.request_pool(model.spec.pool, delay=POOL_GATHER_SECONDS)
+
+
+def _gateway_host(op: Operator, model: InferenceModel | None) -> str | None:
+    """The host of the model's pool's gateway, if the pool has one."""
+    if model is None:
+        return None
+    pool = op.cache.get("TenantPool", model.spec.pool)
+    gateway = ((pool or {}).get("spec") or {}).get("gateway") or {}
+    if pool is None or gateway.get("enabled") is False:
+        return None
+    return gateway_host(model.spec.pool, op.settings.gateway)
 
 
 def _announce(

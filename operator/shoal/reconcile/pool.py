@@ -15,11 +15,12 @@ from pydantic import ValidationError
 
 from shoal.api.admission import admits
 from shoal.api.common import parse_object
-from shoal.api.constants import POOL_FINALIZER, POOL_LABEL
+from shoal.api.constants import GATEWAY_LABEL, POOL_FINALIZER, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
 from shoal.reconcile.conditions import Cond, condition
+from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
 from shoal.render.desired import pool_objects
@@ -54,7 +55,7 @@ def admitted_namespaces(pool: TenantPool, namespaces: list[dict[str, Any]]) -> l
 
 def isolation_objects(op: Operator, pool: TenantPool, namespace: str) -> list[dict[str, Any]]:
     """The quota and network policies ``pool`` puts into a tenant namespace."""
-    return tenant_objects(pool, namespace, op.settings.cluster_cidrs)
+    return tenant_objects(pool, namespace, op.settings.cluster_cidrs, op.settings.gateway_namespace)
 
 
 def _withdrawn(op: Operator, pool: TenantPool, namespace: str, admitted: list[str]) -> bool:
@@ -113,6 +114,8 @@ def _converge(op: Operator, pool: TenantPool, admitted: list[str]) -> None:
     wanted = {key_of(o["kind"], o) for o in desired}
     judged: set[str] = set()
     for live in op.cache.in_pool(name, TENANT_KINDS):
+        if GATEWAY_LABEL in (live["metadata"].get("labels") or {}):
+            continue  # the gateway's own (reconcile/gateway.py)
         key = key_of(live["kind"], live)
         namespace = key[1]
         if namespace not in judged and key not in wanted:
@@ -167,8 +170,14 @@ def reconcile_pool(op: Operator, name: str) -> None:
         )
         return
     admitted = [ns for ns in admitted_namespaces(pool, op.cache.all("Namespace")) if op.watches(ns)]
+    gateway: dict[str, Any] | None = None
+    gateway_problem: GatewayUnavailableError | None = None
     try:
         _converge(op, pool, admitted)
+        try:
+            gateway = converge_gateway(op, pool, admitted, models)
+        except GatewayUnavailableError as exc:
+            gateway_problem = exc
         ready = Cond(
             "Ready",
             "True",
@@ -184,16 +193,34 @@ def reconcile_pool(op: Operator, name: str) -> None:
         )
         stuck = True
     access = Cond(**access_condition(_access_problems(op, pool)))
+    gateway_ready = gateway_condition(pool, gateway, gateway_problem)
     status = assemble(
         body,
-        [ready, *kstatus(ready, stalled=stuck), access],
+        [ready, *kstatus(ready, stalled=stuck), access, *gateway_ready],
         admittedNamespaces=admitted,
+        gateway=gateway,
         **pool_usage(models),
     )
     before = condition(body.get("status"), access.type) or {}
     news = access.status == "False" and before.get("message") != access.message
     if write_status(op.kube, op.cache, body, status) and news:
         op.kube.event(body, "Warning", access.reason, access.message)
+
+
+def gateway_condition(
+    pool: TenantPool, gateway: dict[str, Any] | None, problem: GatewayUnavailableError | None
+) -> list[Cond]:
+    """GatewayReady: whether the pool's gateway has a replica ready to take requests."""
+    if not pool.spec.gateway.enabled:
+        return [Cond("GatewayReady", "False", "Disabled", "The pool has no gateway.")]
+    if problem is not None:
+        return [Cond("GatewayReady", "False", problem.reason, problem.message)]
+    if gateway is None:
+        return [Cond("GatewayReady", "Unknown", "NotApplied", "The gateway is not applied.")]
+    ready, wanted = gateway["readyReplicas"], pool.spec.gateway.replicas
+    if ready:
+        return [Cond("GatewayReady", "True", "Available", f"{ready} of {wanted} replicas ready.")]
+    return [Cond("GatewayReady", "False", "NoReplicasAvailable", "No gateway replica is ready.")]
 
 
 def _access_problems(op: Operator, pool: TenantPool) -> list[Any]:

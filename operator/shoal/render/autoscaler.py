@@ -4,8 +4,9 @@ Targets are quantities, written in the canonical form the API server stores ("10
 stored as "1", 1000 as "1k"), so that the live object reads back as it was applied.
 
 The metric names are the ones the shipped prometheus-adapter rules expose (see
-docs/autoscaling.md): queue depth per pod, and the model's P95 latency as an object
-metric on its Service.
+docs/autoscaling.md): queue depth per pod, the model's P95 latency as an object metric
+on its Service, and, when its pool has a gateway, the requests waiting there for one of
+the model's replicas (also on its Service).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from shoal.render.names import model_metadata
 
 QUEUE_METRIC = "shoal_queue_depth"
 P95_METRIC = "shoal_request_p95_seconds"
+GATEWAY_QUEUE_METRIC = "shoal_gateway_queue_depth"
 PERIOD_SECONDS = 15
 
 
@@ -106,6 +108,25 @@ def horizontal_autoscaler(
                     "target": {
                         "type": "Value",
                         "value": _milli(parse_duration(scaling.target_p95_latency)),
+                    },
+                },
+            }
+        )
+    if pool.gateway.enabled:
+        # Requests the gateway holds back because every replica's slots are taken: the
+        # demand Triton's queue cannot show. Per replica, the same target as Triton's
+        # queue, so the HPA asks for enough replicas to bring both under it.
+        metrics.append(
+            {
+                "type": "Object",
+                "object": {
+                    "describedObject": {"apiVersion": "v1", "kind": "Service", "name": name},
+                    "metric": {"name": GATEWAY_QUEUE_METRIC},
+                    "target": {
+                        "type": "AverageValue",
+                        "averageValue": canonical_quantity(
+                            str(target_queue_depth(model, batching))
+                        ),
                     },
                 },
             }

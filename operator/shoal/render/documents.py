@@ -7,6 +7,7 @@ documents given.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +17,12 @@ from shoal.api.admission import admits
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
+from shoal.gateway.keys import Issuer, PublicKey
 from shoal.render.desired import model_objects, pool_objects
+from shoal.render.gateway import GatewaySite, gateway_objects
+from shoal.render.gateway_config import Route
+from shoal.render.gateway_plan import gateway_config, route, unique_routes
+from shoal.render.haproxy import haproxy_config
 from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS, tenant_objects
 
 
@@ -30,8 +36,19 @@ def _where(doc: dict[str, Any]) -> str:
     return f"{doc.get('kind')} {ns}{meta.get('name', '?')}"
 
 
+# The gateway's configuration names the cluster's token signing keys, which only a
+# cluster knows: a preview shows one placeholder in their place.
+PREVIEW_ISSUER = Issuer(
+    url="https://kubernetes.default.svc.cluster.local",
+    keys=(PublicKey("the-clusters-signing-key", "RS256", "(the cluster's public key)\n"),),
+)
+PREVIEW_TIME = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
 def render_documents(
-    docs: list[dict[str, Any]], cluster_cidrs: Sequence[str] = DEFAULT_CLUSTER_CIDRS
+    docs: list[dict[str, Any]],
+    cluster_cidrs: Sequence[str] = DEFAULT_CLUSTER_CIDRS,
+    site: GatewaySite | None = None,
 ) -> list[dict[str, Any]]:
     pools: dict[str, TenantPool] = {}
     policies: dict[tuple[str, str], BatchPolicy] = {}
@@ -62,16 +79,9 @@ def render_documents(
         except ValidationError as exc:
             raise RenderError(f"{_where(doc)} is invalid:\n{exc}") from None
 
+    site = site or GatewaySite()
     out: list[dict[str, Any]] = []
-    for each_pool in pools.values():
-        out += pool_objects(each_pool)
-        # Tenant namespaces: those the pool names, and the given Namespace documents
-        # its selector admits (a cluster may hold more; the operator finds those).
-        admitted = set(each_pool.spec.tenants.namespaces) | {
-            name for name, labels in namespaces.items() if admits(each_pool, name, labels)
-        }
-        for namespace in sorted(admitted):
-            out += tenant_objects(each_pool, namespace, cluster_cidrs)
+    routes: dict[str, list[tuple[tuple[str, str], Route]]] = {}
     for model in models:
         where = f"InferenceModel {model.metadata.namespace}/{model.metadata.name}"
         model_pool = pools.get(model.spec.pool)
@@ -88,4 +98,28 @@ def render_documents(
             out += model_objects(model, policy_spec, model_pool)
         except ValueError as exc:
             raise RenderError(f"{where}: {exc}") from None
-    return out
+        # No replica is ready in a preview: the routes have no servers yet.
+        planned = route(model, policy_spec, ())
+        if planned is not None:
+            order = (str(model.metadata.namespace), model.metadata.name)
+            routes.setdefault(model.spec.pool, []).append((order, planned))
+    pool_docs: list[dict[str, Any]] = []
+    for each_pool in pools.values():
+        pool_docs += pool_objects(each_pool)
+        # Tenant namespaces: those the pool names, and the given Namespace documents
+        # its selector admits (a cluster may hold more; the operator finds those).
+        admitted = sorted(
+            set(each_pool.spec.tenants.namespaces)
+            | {name for name, labels in namespaces.items() if admits(each_pool, name, labels)}
+        )
+        for namespace in admitted:
+            pool_docs += tenant_objects(each_pool, namespace, cluster_cidrs, site.namespace)
+        if each_pool.spec.gateway.enabled:
+            mine = unique_routes(
+                [r for r in routes.get(each_pool.metadata.name, []) if r[1].tenant in admitted]
+            )
+            config = gateway_config(each_pool, PREVIEW_ISSUER, admitted, mine, (), PREVIEW_TIME)
+            pool_docs += gateway_objects(
+                each_pool, site, haproxy_config(config), PREVIEW_ISSUER.keys, admitted
+            )
+    return pool_docs + out

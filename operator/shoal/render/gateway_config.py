@@ -102,6 +102,9 @@ class GatewayConfig:
     metrics_port: int = METRICS_PORT
     # Where the master CLI and runtime sockets live in the gateway's container.
     runtime_dir: str = "/var/run/haproxy"
+    # The address the HTTP, gRPC and metrics ports listen on: "" is every address (a
+    # pod); tests on a shared machine listen on 127.0.0.1 only.
+    bind_address: str = ""
 
     @property
     def replicas(self) -> int:

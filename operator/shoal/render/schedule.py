@@ -1,5 +1,6 @@
-"""Scheduled warm-pool floors: which windows are open at a moment, and when the next one
-opens or closes (pure functions of the spec and a time).
+"""Time windows (a model's scheduled warm-pool floors, a pool gateway's time-window
+limits): which are open at a moment, and when the next one opens or closes (pure
+functions of the spec and a time).
 
 A window's ``start`` is a cron expression on the wall clock of its time zone; each wall
 time it matches is one instant: a wall time the clocks pass twice (when they go back) is
@@ -13,13 +14,15 @@ of the same zone compare by wall time alone, which is wrong for the hour that re
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
 from shoal.api.common import parse_duration
-from shoal.api.inferencemodel import Scaling, Schedule
+from shoal.api.inferencemodel import Scaling
+from shoal.api.windows import Window
 
 UTC = dt.UTC
 #: More than any change of a zone's offset (DST moves clocks by at most two hours):
@@ -45,7 +48,7 @@ def _wall(now: dt.datetime, zone: ZoneInfo) -> dt.datetime:
     return now.astimezone(zone).replace(tzinfo=None)
 
 
-def last_start(window: Schedule, now: dt.datetime) -> dt.datetime:
+def last_start(window: Window, now: dt.datetime) -> dt.datetime:
     """The latest start at or before ``now``, in UTC."""
     zone = ZoneInfo(window.time_zone)
     now = now.astimezone(UTC)
@@ -61,7 +64,7 @@ def last_start(window: Schedule, now: dt.datetime) -> dt.datetime:
             best = candidate
 
 
-def next_start(window: Schedule, now: dt.datetime) -> dt.datetime:
+def next_start(window: Window, now: dt.datetime) -> dt.datetime:
     """The earliest start strictly after ``now``, in UTC."""
     zone = ZoneInfo(window.time_zone)
     now = now.astimezone(UTC)
@@ -75,12 +78,12 @@ def next_start(window: Schedule, now: dt.datetime) -> dt.datetime:
             best = candidate
 
 
-def _end(window: Schedule, now: dt.datetime) -> dt.datetime:
+def _end(window: Window, now: dt.datetime) -> dt.datetime:
     """When the window that started last, at or before ``now``, closes (UTC)."""
     return last_start(window, now) + dt.timedelta(seconds=parse_duration(window.duration))
 
 
-def is_open(window: Schedule, now: dt.datetime) -> bool:
+def is_open(window: Window, now: dt.datetime) -> bool:
     return now.astimezone(UTC) < _end(window, now)
 
 
@@ -91,11 +94,16 @@ def floor_at(scaling: Scaling, now: dt.datetime) -> Floor:
 
 
 def next_change(scaling: Scaling, now: dt.datetime) -> dt.datetime | None:
+    """The next moment one of the model's scheduled windows opens or closes."""
+    return next_window_change(scaling.schedules, now)
+
+
+def next_window_change(windows: Sequence[Window], now: dt.datetime) -> dt.datetime | None:
     """The next moment, strictly after ``now``, a window opens or closes (UTC); None
     without windows."""
     now = now.astimezone(UTC)
     moments = []
-    for window in scaling.schedules:
+    for window in windows:
         moments.append(next_start(window, now))
         end = _end(window, now)
         if end > now:

@@ -18,6 +18,7 @@ import ipaddress
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from shoal.api.constants import GATEWAY_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.render.names import (
     GRPC_PORT,
@@ -189,15 +190,24 @@ def network_policies(
     pool: TenantPool,
     namespace: str,
     cluster_cidrs: Sequence[str] = DEFAULT_CLUSTER_CIDRS,
+    gateway_namespace: str | None = None,
 ) -> list[dict[str, Any]]:
     """The pool's NetworkPolicies in one tenant namespace it admits.
 
     ``cluster_cidrs``: the cluster's pod, Service and node ranges (and the API server's
     address), which Direct-mode downloads must not reach; the pool's
-    ``access.modelDownload.clusterCIDRs`` wins over it.
+    ``access.modelDownload.clusterCIDRs`` wins over it. ``gateway_namespace``: where the
+    pool's gateway runs, whose pods (and only the pool's) may call the models.
     """
     access = pool.spec.access
     callers: list[dict[str, Any]] = []
+    if gateway_namespace and pool.spec.gateway.enabled:
+        callers.append(
+            {
+                **_namespaces([gateway_namespace]),
+                "podSelector": {"matchLabels": {GATEWAY_LABEL: pool.metadata.name}},
+            }
+        )
     if access.gateway_namespaces:
         callers.append(_namespaces(list(access.gateway_namespaces)))
     if access.allow_same_namespace:
@@ -279,9 +289,13 @@ def tenant_objects(
     pool: TenantPool,
     namespace: str,
     cluster_cidrs: Sequence[str] = DEFAULT_CLUSTER_CIDRS,
+    gateway_namespace: str | None = None,
 ) -> list[dict[str, Any]]:
     """What the pool keeps in a tenant namespace it admits."""
-    return [resource_quota(pool, namespace), *network_policies(pool, namespace, cluster_cidrs)]
+    return [
+        resource_quota(pool, namespace),
+        *network_policies(pool, namespace, cluster_cidrs, gateway_namespace),
+    ]
 
 
 def withdrawn_namespace_objects(pool: TenantPool, namespace: str) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
-MODELS = Path(__file__).resolve().parents[2] / "e2e" / "models"
+MODELS = Path(__file__).resolve().parent / "models"
 
 
 def for_cpu(config_pbtxt: str, name: str | None = None) -> str:

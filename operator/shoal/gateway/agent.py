@@ -1,0 +1,123 @@
+"""``shoal gateway-agent``: the sidecar that keeps a gateway's HAProxy on its pool's
+configuration.
+
+The operator renders the pool's gateway configuration into one ConfigMap (HAProxy's
+configuration and the signing keys). The agent watches that ConfigMap through the API
+(not a mounted volume, which the kubelet refreshes only every minute or so), and applies
+each version with shoal.gateway.haproxy: written into the directory HAProxy reads,
+checked by HAProxy itself, and HAProxy's master told to reload (new workers take new
+connections on the new configuration while the old ones finish their requests).
+``--once`` (the init container) writes the files and exits, so HAProxy starts on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from shoal.gateway import haproxy
+from shoal.gateway.haproxy import CONFIG_FILE
+from shoal.render.haproxy import RuntimePaths
+
+log = logging.getLogger(__name__)
+RETRY_SECONDS = 2.0
+
+
+def digest(data: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(data), sort_keys=True).encode()).hexdigest()
+
+
+class Agent:
+    """Applies each new version of the gateway's ConfigMap once (shoal.gateway.haproxy:
+    written, checked with ``haproxy -c``, and HAProxy reloaded)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        runtime: RuntimePaths,
+        local_peer: str,
+        applier: Callable[..., Any] = haproxy.apply,
+        binary: str = "haproxy",
+    ) -> None:
+        self.directory = directory
+        self.runtime = runtime
+        self.local_peer = local_peer
+        self.binary = binary
+        self._apply = applier
+        self._applied: str | None = None
+
+    def apply(self, data: Mapping[str, str], *, reload_haproxy: bool = True) -> bool:
+        """Apply ``data`` (the ConfigMap's) when it differs from what was last applied;
+        True when it did. A configuration HAProxy refuses is logged and left: the
+        gateway keeps serving on the last good one."""
+        wanted = digest(data)
+        if wanted == self._applied:
+            return False
+        files = {name: text.encode() for name, text in data.items() if name != CONFIG_FILE}
+        try:
+            self._apply(
+                self.directory,
+                data.get(CONFIG_FILE, ""),
+                self.runtime,
+                self.local_peer,
+                files=files,
+                binary=self.binary,
+                reload_running=reload_haproxy,
+            )
+        except haproxy.InvalidConfigError as refused:
+            log.error("gateway configuration %s refused by haproxy: %s", wanted[:12], refused)
+            self._applied = wanted  # the same text would be refused again
+            return False
+        self._applied = wanted
+        log.info("gateway configuration %s applied", wanted[:12])
+        return True
+
+
+def _config_map_data(body: Any) -> dict[str, str]:
+    data = getattr(body, "data", None)
+    if data is None and isinstance(body, dict):
+        data = body.get("data")
+    return dict(data or {})
+
+
+def run(
+    namespace: str,
+    name: str,
+    directory: Path,
+    runtime: RuntimePaths,
+    local_peer: str,
+    *,
+    once: bool,
+) -> int:
+    """Watch ConfigMap ``namespace/name`` and apply each version (the agent's main)."""
+    from kubernetes import client, watch
+
+    from shoal.kube.client import load_api_client
+
+    core = client.CoreV1Api(load_api_client())
+    agent = Agent(directory, runtime, local_peer)
+    while True:
+        try:
+            current = core.read_namespaced_config_map(name, namespace)
+            agent.apply(_config_map_data(current), reload_haproxy=not once)
+            if once:
+                return 0
+            version = current.metadata.resource_version if current.metadata else None
+            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                core.list_namespaced_config_map,
+                namespace,
+                field_selector=f"metadata.name={name}",
+                resource_version=version,
+                timeout_seconds=300,
+            )
+            for event in stream:
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    agent.apply(_config_map_data(event["object"]))
+        except Exception as exc:  # the API or HAProxy away for a moment: try again
+            log.warning("gateway agent: %s; retrying in %ss", exc, RETRY_SECONDS)
+            time.sleep(RETRY_SECONDS)

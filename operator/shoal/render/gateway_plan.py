@@ -1,0 +1,113 @@
+"""What a pool's gateway is configured with, from the custom resources (pure functions):
+each tenant's limits in force at a moment, and the route to each model. The reconciler
+adds what only the cluster knows (ready replicas, the gateway's own pods, the signing
+keys); ``shoal render`` previews it without a cluster."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+from shoal.api.batchpolicy import BatchPolicySpec
+from shoal.api.common import parse_duration
+from shoal.api.gateway import GatewayLimits, TenantLimits
+from shoal.api.inferencemodel import InferenceModel
+from shoal.api.tenantpool import TenantPool
+from shoal.gateway.keys import Issuer
+from shoal.render.batching import effective_batching
+from shoal.render.gateway import LIVE_DIR, RUNTIME_DIR, audience
+from shoal.render.gateway_config import GatewayConfig, Limits, Peer, Route, Server, SigningKey
+from shoal.render.schedule import is_open
+
+
+def _ms(duration: str) -> int:
+    return round(parse_duration(duration) * 1000)
+
+
+def _limits(defaults: GatewayLimits, own: TenantLimits | None) -> Limits:
+    """A tenant's limits: its own where it says, the pool's (or a window's) elsewhere."""
+
+    def pick(name: str) -> Any:
+        value = getattr(own, name) if own is not None else None
+        return getattr(defaults, name) if value is None else value
+
+    return Limits(
+        requests_per_second=pick("requests_per_second"),
+        burst=pick("burst"),
+        concurrency=pick("concurrency"),
+        queue_timeout_ms=_ms(pick("queue_timeout")),
+    )
+
+
+def tenant_limits(
+    pool: TenantPool, tenants: Sequence[str], now: dt.datetime
+) -> tuple[tuple[str, Limits], ...]:
+    """Every admitted tenant's limits in force at ``now``: a tenant's own, else those of
+    the first open window, else the pool's."""
+    gateway = pool.spec.gateway
+    windows = [w for w in gateway.windows if is_open(w, now)]
+    defaults = windows[0].limits if windows else gateway.limits
+    own = {t.namespace: t for t in gateway.tenants}
+    return tuple((ns, _limits(defaults, own.get(ns))) for ns in sorted(tenants))
+
+
+def backend_name(namespace: str, name: str) -> str:
+    return f"m_{namespace}_{name}"
+
+
+def route(
+    model: InferenceModel, policy: BatchPolicySpec | None, servers: tuple[Server, ...]
+) -> Route | None:
+    """The route to one model, or None when its batching does not fit (its own pass
+    reports that)."""
+    try:
+        batching = effective_batching(model, policy)
+    except ValueError:
+        return None
+    levels = batching.priority_levels
+    return Route(
+        tenant=model.metadata.namespace or "",
+        model=model.spec.model.name,
+        backend=backend_name(model.metadata.namespace or "", model.metadata.name),
+        servers=servers,
+        timeout_ms=_ms(model.spec.routing.timeout),
+        # A batch being executed and one being gathered: Triton keeps its batches full,
+        # and everything beyond waits in the gateway's queue, in priority order.
+        server_maxconn=2 * batching.max_batch_size,
+        priority_levels=levels,
+        default_priority=(batching.default_priority or levels) if levels else 0,
+        sticky_header=model.spec.routing.sticky_header,
+    )
+
+
+def unique_routes(routes: Sequence[tuple[tuple[str, str], Route]]) -> tuple[Route, ...]:
+    """One route per (tenant, Triton model name): the first model, in the order given
+    (``((creation time, name), route)`` pairs), wins a Triton model name two of a
+    tenant's models share."""
+    chosen: dict[tuple[str, str], Route] = {}
+    for _, each in sorted(routes, key=lambda pair: pair[0]):
+        chosen.setdefault((each.tenant, each.model), each)
+    return tuple(chosen[k] for k in sorted(chosen))
+
+
+def gateway_config(
+    pool: TenantPool,
+    issuer: Issuer,
+    tenants: Sequence[str],
+    routes: tuple[Route, ...],
+    peers: tuple[Peer, ...],
+    now: dt.datetime,
+) -> GatewayConfig:
+    return GatewayConfig(
+        pool=pool.metadata.name,
+        issuer=issuer.url,
+        audience=audience(pool.metadata.name),
+        keys=tuple(
+            SigningKey(kid=k.kid, alg=k.alg, path=f"{LIVE_DIR}/{k.file_name}") for k in issuer.keys
+        ),
+        tenants=tenant_limits(pool, tenants, now),
+        routes=routes,
+        peers=peers,
+        runtime_dir=RUNTIME_DIR,
+    )

@@ -1,0 +1,153 @@
+"""The gateway's queue drives the HPA: demand that Triton's own queue cannot show.
+
+The gateway lets at most two batches per replica through to Triton (``maxconn``); the
+rest waits at the gateway. So with every replica busy, Triton's queue depth per pod
+stays under a target the gateway's queue is far over, and only the gateway's signal can
+ask for more replicas. Real parts throughout: a real haproxy per gateway pod and a real
+tritonserver per model pod (KWOK runs no containers), scraped by a real Prometheus with
+the shipped rules, served to the real HPA controller by a real prometheus-adapter with
+the shipped configuration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from e2e.gateway_pods import GatewayPods, service_account_token
+from e2e.linear_model import BODY, linear_model
+from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
+from e2e.operator import OperatorProcess
+from e2e.triton_repo import add_model, for_cpu
+from kubernetes import client
+
+from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, QUEUE_METRIC
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience
+from tests.support.shoal_objects import Shoal, wait_ready
+from tests.support.wait import wait_for
+
+MAX_BATCH = 4
+# Triton holds at most 2 x MAX_BATCH requests of a replica, one at least executing: its
+# pending count per pod stays below this target however long the gateway's queue is.
+TARGET_QUEUE = 2 * MAX_BATCH
+CLIENTS = 48
+
+
+def _model(pool: str) -> dict[str, Any]:
+    scaling = {"minReplicas": 1, "maxReplicas": 3, "targetQueueDepth": TARGET_QUEUE}
+    body = linear_model(20, 2, pool=pool, scaling=scaling)
+    body["spec"]["batchPolicy"] = {"name": "small"}
+    del body["metadata"]["namespace"]
+    return body
+
+
+def _current(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
+    """The HPA controller's last reading of each metric, per replica."""
+    readings: dict[str, float] = {}
+    for metric in (hpa.status.current_metrics if hpa.status else None) or []:
+        if metric.type == "Pods" and metric.pods and metric.pods.current.average_value:
+            readings[metric.pods.metric.name] = _quantity(metric.pods.current.average_value)
+        elif metric.type == "Object" and metric.object and metric.object.current.average_value:
+            readings[metric.object.metric.name] = _quantity(metric.object.current.average_value)
+    return readings
+
+
+def _quantity(text: str) -> float:
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
+    api: client.ApiClient,
+    operator: OperatorProcess,
+    core: client.CoreV1Api,
+    namespace: str,
+    pipeline: Prometheus,
+    tmp_path: Path,
+) -> None:
+    shoal = Shoal(api)
+    apps, scaling = client.AppsV1Api(api), client.AutoscalingV2Api(api)
+    with shoal.pool([namespace], gpus=8) as pool:
+        shoal.patch("TenantPool", pool, {"spec": {"gateway": {"replicas": 1}}})
+        shoal.create(
+            {
+                "apiVersion": "shoal.dev/v1alpha1",
+                "kind": "BatchPolicy",
+                "metadata": {"name": "small"},
+                "spec": {"maxBatchSize": MAX_BATCH},
+            },
+            namespace,
+        )
+        shoal.create(_model(pool), namespace)
+        wait_ready(shoal, namespace, "linear")
+        rendered = core.read_namespaced_config_map("linear-model-config", namespace)
+        assert rendered.data is not None
+        repo = tmp_path / "repo"
+        add_model(repo, for_cpu(rendered.data["config.pbtxt"]), model_py="linear_cost.py")
+        backers = PodBackers(core, namespace, "linear", repo, pipeline, tmp_path / "pods").start()
+        gateways = GatewayPods(
+            core,
+            pool,
+            DEFAULT_GATEWAY_NAMESPACE,
+            tmp_path / "gateways",
+            [backers],
+            prometheus=pipeline,
+        ).start()
+        bearer = service_account_token(core, namespace, audience(pool))
+        load: LoadGenerator | None = None
+        try:
+            wait_for(
+                "the gateway to serve the model",
+                gateways.urls,
+                lambda urls: len(urls) == 1 and backers.http_urls() != [],
+                timeout=120,
+                interval=1,
+            )
+            # Before any load the metric exists, at 0: an HPA missing one of its
+            # metrics would never scale down.
+            wait_for(
+                "the HPA to read all three metrics",
+                lambda: _current(
+                    scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
+                ),
+                lambda r: r.get(GATEWAY_QUEUE_METRIC) == 0 and QUEUE_METRIC in r,
+                timeout=90,
+                interval=1,
+            )
+            load = LoadGenerator(
+                gateways.urls,
+                "linear",
+                clients=CLIENTS,
+                body=BODY,
+                headers={"Authorization": f"Bearer {bearer}"},
+            ).start()
+            seen: dict[str, float] = {}
+
+            def replicas() -> int:
+                hpa = scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
+                seen.update(_current(hpa))
+                count = apps.read_namespaced_deployment("linear", namespace).spec.replicas
+                return int(count or 0)
+
+            wait_for("the HPA to scale up", replicas, lambda r: r > 1, timeout=120, interval=0.5)
+            # What it scaled on: the gateway's queue per replica, far over the target,
+            # while Triton's own stayed under it.
+            assert seen[GATEWAY_QUEUE_METRIC] > TARGET_QUEUE, seen
+            assert seen[QUEUE_METRIC] < TARGET_QUEUE, seen
+            # The per-model figures come from the gateway's own series, named back to
+            # the model: everything the clients sent went through it.
+            rate = f'{{namespace="{namespace}",inferencemodel="linear",pool="{pool}"}}'
+            wait_for(
+                "the gateway's request rate for the model",
+                lambda: pipeline.query(f"shoal:gateway_request_rate:model{rate}"),
+                lambda series: len(series) == 1 and float(series[0]["value"][1]) > 20,
+                timeout=60,
+                interval=1,
+            )
+            load.stop()
+            assert load.failed == 0, f"{load.failed} of {load.sent} requests failed"
+            assert not gateways.errors, gateways.errors
+        finally:
+            if load is not None:
+                load.stop()
+            gateways.stop()
+            backers.stop()
