@@ -36,6 +36,12 @@ def test_a_rising_ramp_is_projected_one_horizon_ahead() -> None:
     assert forecast.rate == forecast.trend
 
 
+def test_a_short_history_has_no_trend_yet() -> None:
+    forecast = forecast_demand(history([1000.0, 2000.0, 3000.0]), CONFIG)
+    assert forecast.trend == pytest.approx(2000.0)  # the level of the last minute
+    assert forecast.rate == 3000.0  # the latest rate, through the peak
+
+
 def test_idle_history_forecasts_nothing_and_empty_history_too() -> None:
     assert forecast_demand(history([0.0] * 50), CONFIG).rate == 0.0
     assert forecast_demand(history([]), CONFIG).rate == 0.0

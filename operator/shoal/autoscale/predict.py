@@ -144,7 +144,8 @@ def forecast_demand(history: RateHistory, config: ForecastConfig) -> Forecast:
     """Arrival rate to provision for one horizon from now.
 
     - trend: a robust line through the last ``trend_window_s``, extended by the horizon
-      (never below zero; a falling trend cannot pull the forecast below the other parts);
+      (never below zero; a falling trend cannot pull the forecast below the other parts;
+      the recent level until the history covers the window);
     - peak: the highest recent rate, halved every ``peak_half_life_s`` of its age, so a
       burst is remembered and the latest rate always counts in full;
     - seasonal: what followed this moment one day (or week) ago, scaled to today's level.
@@ -153,8 +154,14 @@ def forecast_demand(history: RateHistory, config: ForecastConfig) -> Forecast:
         return Forecast(0.0, 0.0, 0.0, 0.0, None)
     step = history.step_s
     level = float(history.last(config.level_window_s).mean())
-    slope, intercept = theil_sen_slope(history.last(config.trend_window_s), step)
-    trend = max(0.0, intercept + slope * config.horizon_s)
+    window = history.last(config.trend_window_s)
+    if window.size * step >= config.trend_window_s:
+        slope, intercept = theil_sen_slope(window, step)
+        trend = max(0.0, intercept + slope * config.horizon_s)
+    else:
+        # A slope from a few points, extended by a horizon several times their span,
+        # turns noise into a surge: until the window is full, the trend is the level.
+        trend = level
     recent = history.last(config.peak_window_s)
     ages = (recent.size - 1 - np.arange(recent.size)) * step
     peak = float(np.max(recent * np.exp2(-ages / config.peak_half_life_s)))
