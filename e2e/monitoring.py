@@ -54,11 +54,23 @@ class Prometheus:
         """The pools' gateways (e2e/gateway_pods.py), labelled with their pool."""
         return self.workdir / "gateway-targets.json"
 
+    @property
+    def operator_targets_file(self) -> Path:
+        """Operators whose own series (predictive scaling's) name their models: scraped
+        with ``honor_labels``, as the shipped shoal-operator job does."""
+        return self.workdir / "operator-targets.json"
+
+    def scrape_operator(self, metrics_url: str) -> None:
+        """Scrape one operator's metrics endpoint (``http://host:port/metrics``)."""
+        host = metrics_url.removeprefix("http://").split("/", 1)[0]
+        write_targets(self.operator_targets_file, [{"targets": [host], "labels": {}}])
+
     def start(self) -> Prometheus:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.targets_file.write_text("[]")
         self.gateway_targets_file.write_text("[]")
+        self.operator_targets_file.write_text("[]")
         config = {
             "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
             "rule_files": [str(MONITORING / "prometheus-rules.yaml")],
@@ -71,6 +83,15 @@ class Prometheus:
                     ("shoal-triton", self.targets_file),
                     ("shoal-gateway", self.gateway_targets_file),
                 )
+            ]
+            + [
+                {
+                    "job_name": "shoal-operator",
+                    "honor_labels": True,
+                    "file_sd_configs": [
+                        {"files": [str(self.operator_targets_file)], "refresh_interval": "1s"}
+                    ],
+                }
             ],
         }
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(config))

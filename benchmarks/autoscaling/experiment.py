@@ -20,13 +20,17 @@ from benchmarks.autoscaling.oracle import oracle_windows, provision_plan, refine
 from benchmarks.autoscaling.pipeline import PipelineConfig
 from benchmarks.autoscaling.replica import BatcherConfig
 from benchmarks.autoscaling.scalers import (
+    PREDICT_HEADROOM,
+    PREDICT_SCALE_DOWN_WINDOW,
     HpaScaler,
     KpaScaler,
+    PredictiveScaler,
     Scaler,
     ScheduleScaler,
     cpu_hpa_spec,
     keda_hpa_spec,
     representative_model,
+    required_replicas_metric,
     shoal_hpa_spec,
 )
 from benchmarks.autoscaling.search import Knob, SearchResult, cheapest_passing
@@ -41,6 +45,7 @@ from benchmarks.autoscaling.workload import (
 from benchmarks.batching import BASE_MS, P95_TARGET_S, PER_ITEM_MS
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_duration
+from shoal.autoscale.predict import BatchSettings
 from shoal.render.autoscaler import target_queue_depth
 from shoal.render.batching import effective_batching
 
@@ -154,7 +159,26 @@ def scaler_kinds(experiment: Experiment) -> dict[str, ScalerKind]:
         )
         return HpaScaler("shoal", shoal_hpa_spec(im, experiment.policy))
 
+    def predictive(headroom: float) -> Scaler:
+        im = representative_model(BASE_MS, PER_ITEM_MS, scale_down_window=PREDICT_SCALE_DOWN_WINDOW)
+        spec = shoal_hpa_spec(im, experiment.policy)
+        spec["metrics"].append(required_replicas_metric())
+        batch = BatchSettings(
+            max_batch_size=experiment.policy.max_batch_size,
+            max_queue_delay_s=parse_duration(experiment.policy.max_queue_delay),
+            target_p95_s=experiment.slo_target_s,
+        )
+        return PredictiveScaler(spec, batch, experiment.settings.cold_start_s, headroom)
+
+    headrooms = (1.0, 0.75, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05, 0.0)
     kinds = [
+        ScalerKind(
+            "shoal-predictive",
+            "Shoal predictive",
+            Knob("headroom", headrooms, PREDICT_HEADROOM, "headroom"),
+            predictive,
+            is_baseline=False,
+        ),
         ScalerKind(
             "shoal",
             "Shoal HPA (queue depth)",

@@ -28,6 +28,13 @@ part of the comparison. Timings and their sources:
   ``useCachedMetrics: true`` (default false, keda.sh ScaledObject specification); with
   it the value is refreshed every ``pollingInterval`` (default 30 s, same page).
 
+For Shoal's predictive signal the pipeline also keeps what the operator would read from
+Prometheus: each pod's request and batch counters at its scrapes, and at each rule run
+the model's arrival rate (the sum of the pods' rates between their last two scrapes, as
+``rate()`` over a short window) and each pod's counter increments. The operator's own
+gauge (the required replicas it publishes) is scraped like any target, every
+``scrape_interval_s`` at ``operator_scrape_offset_s``.
+
 CPU of a Triton pod is an assumption, not a measurement: on a GPU node the model runs on
 the GPU and the CPU does frontend work, modelled as an idle floor plus a cost per
 request (HTTP/JSON decode and encode) and per batch, and one core while the model loads.
@@ -41,9 +48,12 @@ import numpy as np
 
 from benchmarks.autoscaling.cluster import Cluster, Pod
 from benchmarks.autoscaling.hpa import HpaSpec, MetricSnapshot, ResourceSample
+from shoal.autoscale.predict import BatchCounters
 from shoal.render.autoscaler import P95_METRIC, QUEUE_METRIC
 
 KEDA_METRIC = "s0-prometheus"  # the External metric name KEDA gives its first trigger
+# The External metric the operator's predictor publishes (target AverageValue 1).
+REQUIRED_METRIC = "shoal_required_replicas"
 
 SCRAPE_INTERVAL_S = 15
 RULE_INTERVAL_S = 15
@@ -73,6 +83,7 @@ class PipelineConfig:
     keda_cached_metrics: bool = False
     summary_max_age_s: float = TRITON_SUMMARY_MAX_AGE_S
     track_p95: bool = False
+    operator_scrape_offset_s: int = 0
 
     def scrape_offset(self, pod: Pod) -> int:
         """Where in the interval a pod is scraped: spread, deterministic."""
@@ -91,6 +102,12 @@ class Pipeline:
         self.cpu_points: dict[str, list[tuple[float, float]]] = {}
         self.keda_cache: float | None = None
         self.concurrency_last_second = 0.0
+        # (time, received, executions, inferences, compute seconds): last two scrapes.
+        self.counters: dict[str, list[tuple[float, float, float, float, float]]] = {}
+        self.rate_history: list[float] = []  # model arrival rate at each rule run
+        self.batch_history: list[list[BatchCounters]] = []  # per-pod increments, same
+        self.operator_gauges: dict[str, float] = {}  # what the operator publishes now
+        self.scraped_operator: dict[str, float] = {}
 
     def collect(self, t: int, cluster: Cluster) -> None:
         """Scrapes, rule runs and metrics-server samples due at second t."""
@@ -104,6 +121,10 @@ class Pipeline:
                 concurrency += pod.last_step_concurrency
             if pod.serves_metrics(t) and (t - cfg.scrape_offset(pod)) % cfg.scrape_interval_s == 0:
                 self.scraped_queue[name] = float(pod.pending)
+                r = pod.replica
+                samples = self.counters.setdefault(name, [])
+                samples.append((float(t), r.arrived, r.batches, r.inferences, r.compute_s))
+                del samples[:-2]
                 if cfg.track_p95:
                     p95 = self._pod_p95(pod, t)
                     if p95 is None:
@@ -119,14 +140,34 @@ class Pipeline:
                 del points[:-2]
         self.concurrency_last_second = concurrency
         # Series of pods that are gone turn stale.
-        for table in (self.scraped_queue, self.scraped_p95, self.cpu_points):
+        for table in (self.scraped_queue, self.scraped_p95, self.cpu_points, self.counters):
             for name in [n for n in table if n not in names]:
                 del table[name]
         if (t - cfg.rule_offset_s) % cfg.rule_interval_s == 0:
             self.recorded_queue = dict(self.scraped_queue)
             self.recorded_p95 = max(self.scraped_p95.values()) if self.scraped_p95 else None
+            self._record_counters(t)
+        if (t - cfg.operator_scrape_offset_s) % cfg.scrape_interval_s == 0:
+            self.scraped_operator = dict(self.operator_gauges)
         if (t % cfg.keda_polling_interval_s) == 0:
             self.keda_cache = sum(self.scraped_queue.values()) if self.scraped_queue else None
+
+    def _record_counters(self, t: int) -> None:
+        """The model's arrival rate and each pod's batch counters since its last scrape,
+        for pods scraped twice within the last two intervals (fresh series only)."""
+        if not self.rate_history and any(len(v) < 2 for v in self.counters.values()):
+            return  # warming up: a real Prometheus holds history from before the replay
+        rate = 0.0
+        batches = []
+        fresh = t - 2 * self.config.scrape_interval_s
+        for samples in self.counters.values():
+            if len(samples) < 2 or samples[0][0] < fresh:
+                continue
+            (t1, a1, e1, i1, c1), (t2, a2, e2, i2, c2) = samples
+            rate += (a2 - a1) / (t2 - t1)
+            batches.append(BatchCounters(e2 - e1, i2 - i1, c2 - c1))
+        self.rate_history.append(rate)
+        self.batch_history.append(batches)
 
     def _pod_p95(self, pod: Pod, t: float) -> float | None:
         recent = [
@@ -158,6 +199,9 @@ class Pipeline:
                     value = sum(self.scraped_queue.values()) if self.scraped_queue else None
                 if value is not None:
                     snapshot.external[metric.name] = value
+            elif metric.source == "External" and metric.name == REQUIRED_METRIC:
+                if metric.name in self.scraped_operator:
+                    snapshot.external[metric.name] = self.scraped_operator[metric.name]
             elif metric.source == "Resource" and metric.name == "cpu":
                 samples = {}
                 for name, points in self.cpu_points.items():

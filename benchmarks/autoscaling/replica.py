@@ -56,9 +56,11 @@ class Replica:
         "arrived",
         "batches",
         "completed",
+        "compute_s",
         "config",
         "free_at",
         "in_system",
+        "inferences",
         "queue",
     )
 
@@ -69,6 +71,8 @@ class Replica:
         self.arrived = 0
         self.completed = 0
         self.batches = 0
+        self.inferences = 0  # requests in the batches started (nv_inference_count)
+        self.compute_s = 0.0  # time spent executing them (nv_inference_compute_infer_*)
         self.in_system = 0
         self._carry_end = 0.0
         self._carry_size = 0
@@ -121,6 +125,8 @@ class Replica:
         started = q[:h]
         del q[:h]
         self.batches += len(sizes)
+        self.inferences += h
+        self.compute_s += base * len(sizes) + per_item * h
         # Completions inside the step lower the area; only the last batch can end later.
         done = 0
         if self._carry_size and self._carry_end < t1:

@@ -19,6 +19,12 @@ from benchmarks.autoscaling.workload import Workload, describe_rates
 # The targets for Shoal at equal attainment.
 TARGET_VS_ORACLE = 1.15
 TARGET_VS_BEST_BASELINE = 0.75
+# Targets for the predictive row, at its default setting, per workload: (vs oracle,
+# vs the best baseline); None where the workload sets none.
+PREDICTIVE_TARGETS: dict[str, tuple[float | None, float]] = {
+    "azure-conv": (1.15, 0.85),
+    "synthetic-bursts": (None, 0.8),
+}
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,32 @@ def comparison(outcome: WorkloadOutcome) -> dict[str, Any]:
             "target_vs_oracle_met": search.reached and vs_oracle <= TARGET_VS_ORACLE,
             "target_vs_best_baseline_met": bool(
                 search.reached and vs_best is not None and vs_best <= TARGET_VS_BEST_BASELINE
+            ),
+        }
+    predictive = outcome.searches.get("shoal-predictive")
+    if predictive is not None and predictive.default is not None:
+        run = predictive.default
+        reached = run.attainment >= GOAL
+        vs_oracle = _ratio(run.replica_seconds, oracle_rs)
+        vs_best = (
+            _ratio(run.replica_seconds, baselines[best_key].replica_seconds) if best_key else None
+        )
+        oracle_target, best_target = PREDICTIVE_TARGETS.get(outcome.workload.name, (None, 0.8))
+        out["shoal-predictive"] = {
+            "setting": "default",
+            "at_goal": reached,
+            "knob": run.knob,
+            "attainment_pct": round(100 * run.attainment, 2),
+            "replica_seconds": round(run.replica_seconds),
+            "vs_oracle": vs_oracle,
+            "vs_best_baseline": vs_best,
+            "target_vs_oracle": oracle_target,
+            "target_vs_best_baseline": best_target,
+            "target_vs_oracle_met": None
+            if oracle_target is None
+            else reached and vs_oracle <= oracle_target,
+            "target_vs_best_baseline_met": bool(
+                reached and vs_best is not None and vs_best <= best_target
             ),
         }
     return out
@@ -167,5 +199,18 @@ def table(outcome: WorkloadOutcome) -> str:
                 f"{c['vs_best_baseline']}x best baseline "
                 f"(target <= {TARGET_VS_BEST_BASELINE}: {best_ok})"
             )
+    if "shoal-predictive" in cmp:
+        c = cmp["shoal-predictive"]
+        at = "at goal" if c["at_goal"] else f"goal NOT reached ({c['attainment_pct']}%)"
+        parts = [f"Shoal predictive, default setting: {at}; {c['vs_oracle']}x oracle"]
+        if c["target_vs_oracle"] is not None:
+            ok = "met" if c["target_vs_oracle_met"] else "missed"
+            parts[0] += f" (target <= {c['target_vs_oracle']}: {ok})"
+        ok = "met" if c["target_vs_best_baseline_met"] else "missed"
+        parts.append(
+            f"{c['vs_best_baseline']}x best baseline "
+            f"(target <= {c['target_vs_best_baseline']}: {ok})"
+        )
+        lines.append(", ".join(parts))
     lines.append(f"(goal: {100 * GOAL:g}% of windows with P95 <= target; repl-s: pod-seconds)")
     return "\n".join(lines)

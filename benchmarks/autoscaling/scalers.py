@@ -8,6 +8,12 @@
   trigger's ``threshold``; KEDA's default metricType), minReplicas from
   ``minReplicaCount``, and no behavior unless ``advanced.horizontalPodAutoscalerConfig``
   sets one (keda.sh ScaledObject specification). It is driven by the same HPA controller.
+- Shoal predictive: Shoal's HPA with one more metric, the replica count the operator's
+  predictor (``shoal.autoscale.predict``) requires, published as an External metric
+  with an AverageValue target of 1, so the HPA proposes exactly that count and takes
+  the larger of it and the queue-depth proposal. The predictor runs where the operator
+  would: on the pipeline's recorded arrival rates and Triton batch counters, a few
+  seconds after each rule run; its gauge reaches the HPA at the next scrape.
 - KPA: the Knative decider in ``kpa``.
 - Oracle: a precomputed schedule of replica counts (``oracle``).
 """
@@ -21,10 +27,22 @@ from e2e.linear_model import linear_model
 from benchmarks.autoscaling.cluster import Cluster
 from benchmarks.autoscaling.hpa import ControllerConfig, HorizontalPodAutoscaler, parse_quantity
 from benchmarks.autoscaling.kpa import KpaConfig, KpaDecider
-from benchmarks.autoscaling.pipeline import KEDA_METRIC, Pipeline
+from benchmarks.autoscaling.pipeline import KEDA_METRIC, REQUIRED_METRIC, Pipeline
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import InferenceModel, Runtime
 from shoal.api.tenantpool import TenantPoolSpec
+from shoal.autoscale.predict import (
+    DEFAULT_METRIC_LAG_S,
+    BatchCounters,
+    BatchSettings,
+    CapacityConfig,
+    CapacityEstimate,
+    ForecastConfig,
+    RateHistory,
+    estimate_capacity,
+    forecast_demand,
+    required_replicas,
+)
 from shoal.render.autoscaler import horizontal_autoscaler
 from shoal.render.batching import effective_batching
 
@@ -47,6 +65,7 @@ def representative_model(
     per_item_ms: float,
     target_queue_depth: int | None = None,
     target_p95: str | None = None,
+    scale_down_window: str | None = None,
 ) -> InferenceModel:
     """The benchmarks' linear-cost model, one GPU per replica, warm pool of one."""
     scaling: dict[str, Any] = {"minReplicas": MIN_REPLICAS, "maxReplicas": MAX_REPLICAS}
@@ -54,6 +73,8 @@ def representative_model(
         scaling["targetQueueDepth"] = target_queue_depth
     if target_p95 is not None:
         scaling["targetP95Latency"] = target_p95
+    if scale_down_window is not None:
+        scaling["scaleDown"] = {"stabilizationWindow": scale_down_window}
     document = linear_model(base_ms, per_item_ms, gpus=1, scaling=scaling)
     return InferenceModel.model_validate(document)
 
@@ -136,6 +157,73 @@ class HpaScaler:
         metrics = pipeline.snapshot(self.hpa.spec, cluster)
         live = len(cluster.live())
         return self.hpa.sync(float(t), cluster.spec_replicas, live, pods, metrics)
+
+
+def required_replicas_metric() -> dict[str, Any]:
+    """The HPA entry for the predictor's published count: AverageValue 1 per replica."""
+    return {
+        "type": "External",
+        "external": {
+            "metric": {"name": REQUIRED_METRIC},
+            "target": {"type": "AverageValue", "averageValue": "1"},
+        },
+    }
+
+
+# Defaults of the predictive mode (not tuned per trace).
+PREDICT_HEADROOM = 0.2  # forecast error the trend and peak memory do not cover
+# The forecast's fading peak is the cool-down, so the HPA's own scale-down window only
+# has to absorb a noisy sample or two: four syncs instead of Shoal's reactive 5 minutes.
+PREDICT_SCALE_DOWN_WINDOW = "1m"
+PREDICT_INTERVAL_S = 15
+PREDICT_OFFSET_S = 10  # three seconds after the pipeline's rule run
+CAPACITY_LOOKBACK = 8  # rule runs of batch counters per capacity estimate (2 minutes)
+
+
+class PredictiveScaler(HpaScaler):
+    """Shoal's HPA plus the required-replicas metric its operator computes and publishes.
+
+    Capacity is measured from the replicas' own counters (as the operator measures it
+    from Triton's), never read from the calibration.
+    """
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        batch: BatchSettings,
+        cold_start_s: float,
+        headroom: float = PREDICT_HEADROOM,
+        step_s: float = 15.0,
+    ) -> None:
+        super().__init__("shoal-predictive", spec)
+        self.batch = batch
+        self.headroom = headroom
+        self.step_s = step_s
+        self.forecast_config = ForecastConfig(horizon_s=cold_start_s + DEFAULT_METRIC_LAG_S)
+        self.capacity: CapacityEstimate | None = None
+        self.capacity_config = CapacityConfig()
+
+    def predict(self, pipeline: Pipeline) -> None:
+        """One run of the operator's predictor: publish the required replica count."""
+        if not pipeline.rate_history:
+            return
+        recent: list[BatchCounters] = [
+            b for run in pipeline.batch_history[-CAPACITY_LOOKBACK:] for b in run
+        ]
+        self.capacity = estimate_capacity(recent, self.batch, self.capacity, self.capacity_config)
+        if self.capacity is None:
+            return  # nothing measured yet: publish nothing, the reactive metric rules
+        history = RateHistory(self.step_s, tuple(pipeline.rate_history))
+        forecast = forecast_demand(history, self.forecast_config)
+        count = required_replicas(
+            forecast, self.capacity, self.headroom, MIN_REPLICAS, MAX_REPLICAS
+        )
+        pipeline.operator_gauges[REQUIRED_METRIC] = float(count)
+
+    def decide(self, t: int, cluster: Cluster, pipeline: Pipeline) -> int | None:
+        if (t - PREDICT_OFFSET_S) % PREDICT_INTERVAL_S == 0:
+            self.predict(pipeline)
+        return super().decide(t, cluster, pipeline)
 
 
 class KpaScaler:

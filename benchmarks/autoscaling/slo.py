@@ -36,10 +36,16 @@ class WindowScore:
 
 
 def window_p95(latencies: list[npt.NDArray[np.float64]]) -> float:
-    """P95 of one window's latencies (numpy's linear interpolation); 0 if empty."""
-    if not latencies:
+    """P95 of one window's latencies (numpy's linear interpolation); 0 if empty.
+
+    A window can hold no arrays (an idle minute) or only empty ones (an idle minute
+    between two busy ones whose requests shared a batch); either way it served no
+    request, so it is in SLO.
+    """
+    values = np.concatenate(latencies) if latencies else np.empty(0)
+    if values.size == 0:
         return 0.0
-    return float(np.percentile(np.concatenate(latencies), 95))
+    return float(np.percentile(values, 95))
 
 
 def score_windows(per_window: list[list[npt.NDArray[np.float64]]], target_s: float) -> WindowScore:

@@ -23,6 +23,7 @@ import prometheus_client
 
 from shoal import __version__
 from shoal.api.constants import API_VERSION, GATEWAY_LABEL, POOL_LABEL
+from shoal.autoscale.loop import PREDICT_SECONDS, predict_round
 from shoal.resync import listed, resync_all
 from shoal.state import ENDPOINTS_GATHER_SECONDS, Operator
 from shoal.telemetry import EVENTS, STALE_WATCH, stale_keys
@@ -170,6 +171,7 @@ async def start(memo: Any, logger: logging.Logger | logging.LoggerAdapter[Any], 
     if op.settings.metrics_port:
         prometheus_client.start_http_server(op.settings.metrics_port)
     memo.resync_task = asyncio.create_task(_resync_forever(op))
+    memo.predict_task = asyncio.create_task(_predict_forever(op))
     logger.info(
         "shoal operator %s started (resync every %ss)", __version__, op.settings.resync_seconds
     )
@@ -177,9 +179,10 @@ async def start(memo: Any, logger: logging.Logger | logging.LoggerAdapter[Any], 
 
 @kopf.on.cleanup()
 async def stop(memo: Any, **_: Any) -> None:
-    task = getattr(memo, "resync_task", None)
-    if task is not None:
-        task.cancel()
+    for name in ("resync_task", "predict_task"):
+        task = getattr(memo, name, None)
+        if task is not None:
+            task.cancel()
     state(memo).stop()
 
 
@@ -202,6 +205,19 @@ async def _resync_forever(op: Operator) -> None:
             await loop.run_in_executor(None, resync_all, op)
         except Exception:
             logging.getLogger(__name__).exception("periodic resync failed")
+
+
+async def _predict_forever(op: Operator) -> None:
+    """Predictive scaling's rounds (shoal.autoscale.loop), on the HPA's own rhythm; a
+    round with no predictive model, or no Prometheus, costs nothing."""
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, op.synced.wait)
+    while True:
+        await asyncio.sleep(PREDICT_SECONDS)
+        try:
+            await loop.run_in_executor(None, predict_round, op)
+        except Exception:
+            logging.getLogger(__name__).exception("predictive scaling round failed")
 
 
 @kopf.on.probe(id="version")

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
+from shoal.autoscale.predictions import Predictions
 from shoal.cache import Cache
 from shoal.gateway.keys import Issuer
 from shoal.kube.client import Kube
@@ -47,6 +48,8 @@ class Operator:
     # When each object's next time window (a model's scheduled floor, a gateway's limits)
     # opens or closes: (kind, namespace, name) -> moment.
     _wakeups: dict[tuple[str, str, str], dt.datetime] = field(default_factory=dict, init=False)
+    # What the predictive loop found for each model (shoal.autoscale.loop).
+    predictions: Predictions = field(default_factory=Predictions, init=False)
     # The cluster's service-account token issuer and keys, for the gateways.
     issuer: Issuer | None = field(default=None, init=False)
     # Models the API server lists at a version the watch has not delivered, and since

@@ -33,6 +33,29 @@ RESYNCS = Counter(
 )
 QUEUE_DEPTH = Gauge("shoal_workqueue_depth", "Objects waiting for a reconcile pass.")
 MANAGED = Gauge("shoal_managed_objects", "Custom resources the operator manages.", ["kind"])
+# What the predictor found for each model with spec.scaling.predictive. The replicas
+# carry the model's Service as ``service``: the HPA reads them as an object metric on it
+# (through prometheus-adapter); Prometheus keeps these labels (``honor_labels``).
+REQUIRED_REPLICAS = Gauge(
+    "shoal_model_required_replicas",
+    "Replicas a model's forecast demand needs at its measured capacity per replica.",
+    ["namespace", "service"],
+)
+FORECAST_RATE = Gauge(
+    "shoal_model_forecast_requests_per_second",
+    "A model's arrival rate forecast one cold start plus the metric lag ahead.",
+    ["namespace", "inferencemodel"],
+)
+CAPACITY = Gauge(
+    "shoal_model_capacity_per_replica",
+    "Requests per second one replica of a model sustains within its latency target.",
+    ["namespace", "inferencemodel"],
+)
+COLD_START = Gauge(
+    "shoal_model_cold_start_seconds",
+    "Median time a model's pods took from created to Ready.",
+    ["namespace", "inferencemodel"],
+)
 STALE_WATCH = Gauge(
     "shoal_watch_stale_objects", "Objects whose latest version the watch has not delivered."
 )

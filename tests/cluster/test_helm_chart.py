@@ -88,7 +88,8 @@ def test_pod_monitors_select_the_pods_the_operator_renders(
     helm: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     """The PodMonitors' selectors and relabellings name the labels Shoal puts on a
-    model's pods and a gateway's pods, and nothing else: each scrape gets its own."""
+    model's pods and a gateway's pods, and nothing else: each scrape gets its own; the
+    operator's own is scraped with its labels kept."""
     out = helm(
         "template",
         RELEASE,
@@ -117,6 +118,10 @@ def test_pod_monitors_select_the_pods_the_operator_renders(
     assert not selects(gateway["selector"], model_pod)
     assert gateway["namespaceSelector"] == {"matchNames": [DEFAULT_GATEWAY_NAMESPACE]}
     assert gateway["podMetricsEndpoints"][0]["relabelings"][0]["targetLabel"] == "pool"
+    # The operator's own series (required replicas per model) keep their labels.
+    operator = monitors[f"{RELEASE}-operator"]
+    assert operator["podMetricsEndpoints"] == [{"port": "metrics", "honorLabels": True}]
+    assert operator["selector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
 
 
 def test_install_upgrade_uninstall(

@@ -186,6 +186,8 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "scaling.maxReplicas", 6),
     FieldCase(IM, "scaling.targetQueueDepth", 5),
     FieldCase(IM, "scaling.targetP95Latency", "2s"),
+    FieldCase(IM, "scaling.predictive", {}),
+    FieldCase(IM, "scaling.predictive.headroomPercent", 50, {"scaling.predictive": {}}),
     FieldCase(IM, "scaling.scaleUp", {"stabilizationWindow": "30s"}),
     FieldCase(
         IM,

@@ -6,6 +6,9 @@ import json
 import re
 from pathlib import Path
 
+from prometheus_client import REGISTRY, generate_latest
+
+import shoal.telemetry  # noqa: F401  (registers the operator's gauges)
 from shoal.metrics.pipeline import recording_rules
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "charts/shoal/files/grafana-dashboard.json"
@@ -27,5 +30,18 @@ def test_every_shoal_series_in_the_dashboard_is_recorded() -> None:
         "GPU quota",
         "429s",
         "Gateway",
+        "Predictive",
     ):
         assert topic in titles
+    # The predictive panels read the operator's own gauges, which it exports by name.
+    exported = {
+        "shoal_model_required_replicas",
+        "shoal_model_forecast_requests_per_second",
+        "shoal_model_capacity_per_replica",
+        "shoal_model_cold_start_seconds",
+    }
+    gauges = {name for e in exprs for name in re.findall(r"shoal_model_[a-z_]+", e)}
+    assert gauges == exported, gauges
+    metrics = generate_latest(REGISTRY).decode()
+    for name in exported:
+        assert f"# TYPE {name} gauge" in metrics, name

@@ -343,6 +343,22 @@ class Schedule(Window):
     min_replicas: int = Field(ge=1, le=1000, description="The warm-pool floor while open.")
 
 
+class Predictive(SpecModel):
+    """Scaling ahead of demand, from what the operator measures of the model.
+
+    The operator forecasts the model's arrival rate one cold start plus the metric lag
+    ahead, divides it by what one replica sustains (measured from Triton's own
+    counters) and publishes the replicas that needs; the HPA scales on that beside the
+    reactive metrics, which stay as a safety net."""
+
+    headroom_percent: int = Field(
+        default=20,
+        ge=0,
+        le=400,
+        description="Capacity kept beyond the forecast, in percent of it.",
+    )
+
+
 class Scaling(SpecModel):
     """Autoscaling on what users feel: waiting requests and tail latency."""
 
@@ -377,6 +393,12 @@ class Scaling(SpecModel):
         default_factory=lambda: ScalingPolicy(stabilization_window="5m"),
         description="Scale-down behaviour: the cool-down.",
         json_schema_extra={"default": {"stabilizationWindow": "5m"}},
+    )
+    predictive: Predictive | None = Field(
+        default=None,
+        description="Scale ahead of demand: forecast arrivals divided by the measured "
+        "capacity of a replica (needs the operator's Prometheus, and Prometheus scraping "
+        "the operator). Unset: reactive only.",
     )
     schedules: Annotated[list[Schedule], unique_by("name")] = Field(
         default_factory=list,
@@ -507,6 +529,29 @@ class InferenceModelStatus(SpecModel):
         default=None, ge=0, description="Requests per execution."
     )
     request_rate: float | None = Field(default=None, ge=0, description="Requests per second.")
+    capacity_per_replica: float | None = Field(
+        default=None,
+        ge=0,
+        description="Requests per second one replica sustains within the latency target, "
+        "measured from Triton's counters (the last good estimate while traffic is low).",
+    )
+    cold_start: str | None = Field(
+        default=None,
+        description="How long the model's latest replicas took from created to Ready, e.g. "
+        "45s (the median of the pods the operator saw start).",
+    )
+    forecast_rate: float | None = Field(
+        default=None,
+        ge=0,
+        description="Arrivals per second forecast one cold start plus the metric lag ahead "
+        "(with spec.scaling.predictive).",
+    )
+    required_replicas: int | None = Field(
+        default=None,
+        ge=0,
+        description="Replicas the forecast needs, as published to the autoscaler (with "
+        "spec.scaling.predictive).",
+    )
     endpoints: Endpoints | None = Field(default=None, description="Where clients reach the model.")
     warm_pool: int | None = Field(
         default=None,

@@ -22,11 +22,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, P95_METRIC, QUEUE_METRIC
+from shoal.render.autoscaler import (
+    GATEWAY_QUEUE_METRIC,
+    P95_METRIC,
+    QUEUE_METRIC,
+    REQUIRED_REPLICAS_METRIC,
+)
 
 MODEL = "namespace, inferencemodel"
 POD = "namespace, pod, inferencemodel"
 RATE_WINDOW = "1m"
+# The operator's own gauge of the replicas a model's forecast needs (shoal.telemetry).
+REQUIRED_REPLICAS_SERIES = "shoal_model_required_replicas"
 GATEWAY_MODEL = "pool, namespace, inferencemodel"
 GATEWAY_TENANT = "pool, namespace"
 # Namespaces and InferenceModel names hold no "_": the backend names split cleanly.
@@ -149,6 +156,9 @@ def gateway_rules() -> list[dict[str, str]]:
 
 def recording_rules() -> dict[str, Any]:
     """A Prometheus rule file (the ``groups:`` document)."""
+    served = f"sum by ({MODEL}) (rate(nv_inference_request_success[{RATE_WINDOW}]))"
+    # Absent until a request fails: "+" alone would then drop the model.
+    failed = f"sum by ({MODEL}) (rate(nv_inference_request_failure[{RATE_WINDOW}]))"
     rules = [
         _rule("shoal:queue_depth:pod", f"sum by ({POD}) (nv_inference_pending_request_count)"),
         _rule("shoal:queue_depth:model", f"sum by ({MODEL}) (shoal:queue_depth:pod)"),
@@ -184,6 +194,29 @@ def recording_rules() -> dict[str, Any]:
             f"sum by ({MODEL}) (rate(nv_inference_queue_duration_us[{RATE_WINDOW}])) / "
             f"sum by ({MODEL}) (rate(nv_inference_compute_infer_duration_us[{RATE_WINDOW}]))",
         ),
+        # Demand, not backlog: every request that arrived, served or refused, as Triton
+        # counts them and as the pool's gateway does (it sees requests Triton never
+        # queues: those waiting at the gateway, those it refused); the larger of the two.
+        _rule(
+            "shoal:arrival_rate:model",
+            f"max by ({MODEL}) (label_replace(({served} + {failed}) or {served}, "
+            '"source", "triton", "", "") or label_replace(sum by (namespace, inferencemodel) '
+            '(shoal:gateway_request_rate:model), "source", "gateway", "", ""))',
+        ),
+        # What one replica does, for the capacity the operator measures: batches run,
+        # requests in them, and the time the model computed (per second).
+        _rule(
+            "shoal:execution_rate:pod",
+            f"sum by ({POD}) (rate(nv_inference_exec_count[{RATE_WINDOW}]))",
+        ),
+        _rule(
+            "shoal:inference_rate:pod",
+            f"sum by ({POD}) (rate(nv_inference_count[{RATE_WINDOW}]))",
+        ),
+        _rule(
+            "shoal:compute_seconds_rate:pod",
+            f"sum by ({POD}) (rate(nv_inference_compute_infer_duration_us[{RATE_WINDOW}])) / 1e6",
+        ),
     ]
     return {
         "groups": [
@@ -211,6 +244,7 @@ def adapter_rules() -> dict[str, Any]:
             _adapter_rule("shoal:queue_depth:pod", QUEUE_METRIC, "pod"),
             _adapter_rule("shoal:request_p95_seconds:model", P95_METRIC, "service"),
             _adapter_rule("shoal:gateway_queue_depth:model", GATEWAY_QUEUE_METRIC, "service"),
+            _adapter_rule(REQUIRED_REPLICAS_SERIES, REQUIRED_REPLICAS_METRIC, "service"),
         ]
     }
 
@@ -242,7 +276,9 @@ def _common_relabelling() -> list[dict[str, Any]]:
 
 def kubernetes_scrape_configs() -> list[dict[str, Any]]:
     """Scrape jobs for a Prometheus without the Prometheus Operator: Triton's pods
-    (labelled with their InferenceModel) and the pools' gateways (with their pool)."""
+    (labelled with their InferenceModel), the pools' gateways (with their pool), and the
+    operator, whose series name their model themselves (``honor_labels``: its
+    ``namespace`` label is the model's, not the operator's pod's)."""
     return [
         {
             "job_name": "shoal-triton",
@@ -265,6 +301,28 @@ def kubernetes_scrape_configs() -> list[dict[str, Any]]:
                 {
                     "source_labels": ["__meta_kubernetes_pod_label_shoal_dev_gateway"],
                     "target_label": "pool",
+                },
+            ],
+        },
+        {
+            "job_name": "shoal-operator",
+            "honor_labels": True,
+            "kubernetes_sd_configs": [{"role": "pod"}],
+            "relabel_configs": [
+                {
+                    "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_component"],
+                    "regex": "operator",
+                    "action": "keep",
+                },
+                {
+                    "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
+                    "regex": "shoal",
+                    "action": "keep",
+                },
+                {
+                    "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                    "regex": "metrics",
+                    "action": "keep",
                 },
             ],
         },

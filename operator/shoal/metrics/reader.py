@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
@@ -42,3 +44,15 @@ class MetricsReader:
         except (PrometheusApiClientException, RequestException, ValueError, KeyError) as exc:
             return Figures({}, f"{type(exc).__name__}: {exc}"[:300])
         return Figures(values)
+
+    def matrix(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """A range query's series (``metric``, ``values``), from ``start`` to ``end``
+        (epoch seconds, whole seconds) every ``step`` seconds. Raises what the client
+        raises (PrometheusApiClientException, RequestException)."""
+        result = self._prom.custom_query_range(
+            query=query,
+            start_time=dt.datetime.fromtimestamp(start, dt.UTC),
+            end_time=dt.datetime.fromtimestamp(end, dt.UTC),
+            step=f"{step:g}",
+        )
+        return list(result or [])

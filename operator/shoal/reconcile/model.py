@@ -275,7 +275,17 @@ def pod_problem(pods: list[dict[str, Any]]) -> tuple[str, str] | None:
     return None
 
 
-METRIC_FIELDS = ("queueDepth", "p95Latency", "averageBatchSize", "requestRate")
+METRIC_FIELDS = (
+    "queueDepth",
+    "p95Latency",
+    "averageBatchSize",
+    "requestRate",
+    # From the predictive loop (shoal.autoscale), for models with scaling.predictive.
+    "forecastRate",
+    "capacityPerReplica",
+    "requiredReplicas",
+    "coldStart",
+)
 
 
 def model_status(
@@ -347,6 +357,9 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
             metrics = metrics_status(None)
         elif refresh or condition(body.get("status"), "MetricsAvailable") is None:
             metrics = metrics_status(op.metrics.figures(namespace, name))
+            prediction = op.predictions.get((namespace, name))
+            if prediction is not None and model is not None and model.spec.scaling.predictive:
+                metrics[0].update(prediction.status())
     before = condition(body.get("status"), "Ready")
     replicas_before = (body.get("status") or {}).get("replicas")
     new = model_status(model, body, outcome, metrics, _gateway_host(op, model))

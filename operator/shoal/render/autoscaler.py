@@ -24,6 +24,7 @@ from shoal.render.names import model_metadata
 QUEUE_METRIC = "shoal_queue_depth"
 P95_METRIC = "shoal_request_p95_seconds"
 GATEWAY_QUEUE_METRIC = "shoal_gateway_queue_depth"
+REQUIRED_REPLICAS_METRIC = "shoal_required_replicas"
 PERIOD_SECONDS = 15
 
 
@@ -128,6 +129,20 @@ def horizontal_autoscaler(
                             str(target_queue_depth(model, batching))
                         ),
                     },
+                },
+            }
+        )
+    if scaling.predictive is not None:
+        # The replicas the operator's forecast needs (shoal.autoscale): AverageValue 1
+        # makes the HPA's desired count that number. The reactive metrics above stay: the
+        # HPA follows whichever asks for more, so a wrong forecast cannot starve a model.
+        metrics.append(
+            {
+                "type": "Object",
+                "object": {
+                    "describedObject": {"apiVersion": "v1", "kind": "Service", "name": name},
+                    "metric": {"name": REQUIRED_REPLICAS_METRIC},
+                    "target": {"type": "AverageValue", "averageValue": "1"},
                 },
             }
         )

@@ -1,0 +1,1 @@
+"""Autoscaling decisions that need more than the HPA's own arithmetic (pure code)."""

@@ -1,0 +1,143 @@
+"""Predictive scaling end to end: the operator's forecast reaches the real HPA.
+
+An operator configured with the real Prometheus runs its predictive loop for a model
+with ``spec.scaling.predictive``: it reads the model's arrival rate and its replicas'
+batch counters (recorded by the shipped rules from real tritonservers standing for the
+pods), measures what one replica sustains, and publishes the replicas the forecast
+needs. Prometheus scrapes the operator (``honor_labels``, as the shipped job), the real
+prometheus-adapter serves the figure as an object metric on the model's Service, and the
+real HPA controller scales on it while the reactive queue-depth target is out of reach.
+
+The session's cluster-wide operator (no Prometheus) serves the same namespace: it
+renders the same HPA, and on its own periodic passes writes the model's status without
+the predictive figures, so the test waits for the figures rather than expecting them to
+stay.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from e2e.linear_model import BODY, linear_model
+from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
+from e2e.operator import running_operator
+from e2e.triton_repo import add_model, for_cpu
+from kubernetes import client
+
+from shoal.render.autoscaler import QUEUE_METRIC, REQUIRED_REPLICAS_METRIC
+from tests.support.shoal_objects import Shoal, wait_ready
+from tests.support.wait import wait_for
+
+# Out of reach of 24 clients: only the forecast can ask for replicas.
+TARGET_QUEUE = 1000
+MAX_BATCH = 4
+CLIENTS = 24
+
+
+def _model(pool: str) -> dict[str, Any]:
+    scaling = {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "targetQueueDepth": TARGET_QUEUE,
+        "predictive": {},
+    }
+    body = linear_model(20, 2, pool=pool, gpus=1, scaling=scaling)
+    body["spec"]["batchPolicy"] = {"name": "small"}
+    del body["metadata"]["namespace"]
+    return body
+
+
+def _readings(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
+    readings: dict[str, float] = {}
+    for metric in (hpa.status.current_metrics if hpa.status else None) or []:
+        if metric.type == "Pods" and metric.pods and metric.pods.current.average_value:
+            readings[metric.pods.metric.name] = _quantity(metric.pods.current.average_value)
+        elif metric.type == "Object" and metric.object:
+            current = metric.object.current
+            value = current.average_value or current.value
+            if value is not None:
+                readings[metric.object.metric.name] = _quantity(value)
+    return readings
+
+
+def _quantity(text: str) -> float:
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def test_the_forecast_scales_a_model_its_queue_target_would_not(
+    api: client.ApiClient,
+    operator_kubeconfig: Path,
+    core: client.CoreV1Api,
+    namespace: str,
+    pipeline: Prometheus,
+    tmp_path: Path,
+) -> None:
+    shoal = Shoal(api)
+    apps, scaling = client.AppsV1Api(api), client.AutoscalingV2Api(api)
+    settings = {"SHOAL_PROMETHEUS_URL": pipeline.url, "SHOAL_NAMESPACES": namespace}
+    with (
+        running_operator(operator_kubeconfig, tmp_path / "operator.log", env=settings) as op,
+        shoal.pool([namespace], gpus=8) as pool,
+    ):
+        pipeline.scrape_operator(op.metrics_url)
+        shoal.create(
+            {
+                "apiVersion": "shoal.dev/v1alpha1",
+                "kind": "BatchPolicy",
+                "metadata": {"name": "small"},
+                "spec": {"maxBatchSize": MAX_BATCH},
+            },
+            namespace,
+        )
+        shoal.create(_model(pool), namespace)
+        wait_ready(shoal, namespace, "linear")
+        rendered = core.read_namespaced_config_map("linear-model-config", namespace)
+        assert rendered.data is not None
+        repo = tmp_path / "repo"
+        add_model(repo, for_cpu(rendered.data["config.pbtxt"]), model_py="linear_cost.py")
+        backers = PodBackers(core, namespace, "linear", repo, pipeline, tmp_path / "pods").start()
+        load: LoadGenerator | None = None
+        try:
+            wait_for(
+                "Prometheus to record the model's arrival rate",
+                lambda: pipeline.query(f'shoal:arrival_rate:model{{namespace="{namespace}"}}'),
+                lambda series: len(series) == 1,
+                timeout=60,
+            )
+            load = LoadGenerator(backers.http_urls, "linear", clients=CLIENTS, body=BODY).start()
+            seen: dict[str, float] = {}
+
+            def replicas() -> int:
+                hpa = scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
+                seen.update(_readings(hpa))
+                count = apps.read_namespaced_deployment("linear", namespace).spec.replicas
+                return int(count or 0)
+
+            wait_for("the HPA to scale up", replicas, lambda r: r > 1, timeout=180, interval=1)
+            # What it scaled on: the operator's required replicas, while Triton's queue
+            # per replica stayed far under its own target.
+            assert seen[REQUIRED_REPLICAS_METRIC] >= 2, seen
+            assert seen[QUEUE_METRIC] < TARGET_QUEUE, seen
+            # What the operator measured, in the model's status and its own metrics.
+            status = wait_for(
+                "the predictive figures in the model's status",
+                lambda: shoal.get("InferenceModel", "linear", namespace).get("status"),
+                lambda s: bool(s) and s.get("capacityPerReplica") and s.get("requiredReplicas"),
+                timeout=90,
+                interval=1,
+            )
+            assert status is not None  # the wait saw it
+            assert status["capacityPerReplica"] > 0, status
+            assert "coldStart" in status, status
+            published = pipeline.query(
+                f'shoal_model_capacity_per_replica{{namespace="{namespace}"}}'
+            )
+            assert len(published) == 1, published
+            assert float(published[0]["value"][1]) > 0, published
+            load.stop()
+            assert load.failed == 0, f"{load.failed} of {load.sent} requests failed"
+        finally:
+            if load is not None:
+                load.stop()
+            backers.stop()
