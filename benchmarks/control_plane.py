@@ -145,6 +145,9 @@ def pools() -> list[dict[str, Any]]:
                     "tenants": {"namespaces": names[p::POOLS]},
                     "placement": {"nodeSelector": {"shoal.dev/node-group": "bench-gpu"}},
                     "quota": {"gpus": GPUS_PER_NODE * BENCH_NODES},
+                    # The models' control plane alone: the plain client renders no
+                    # gateway, so neither side has one (benchmarks.gateway measures it).
+                    "gateway": {"enabled": False},
                 },
             }
         )
@@ -318,12 +321,11 @@ def model_progress(http: httpx.Client) -> tuple[int, int]:
 
 
 @contextmanager
-def fresh_cluster(work: Path, *, audit: bool = True) -> Iterator[local.LocalCluster]:
-    """A new local cluster with the benchmark's nodes and tenant namespaces."""
-    policy = None
-    if audit:
-        policy = work / "audit-policy.yaml"
-        policy.write_text(yaml.safe_dump(audit_policy()))
+def fresh_cluster(work: Path) -> Iterator[local.LocalCluster]:
+    """A new local cluster with the benchmark's nodes and tenant namespaces, its API
+    server writing the audit log the operator's writes are counted from."""
+    policy = work / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(audit_policy()))
     # Upstream's HPA sync period (the test cluster's 5 s would have the controller
     # evaluate 200 HPAs a second at 1,000 models, which is not what clusters run).
     cluster = local.LocalCluster(
@@ -377,7 +379,8 @@ def plain_client_floor(n: int, work: Path) -> tuple[float, float, float]:
     sustained. What this machine's control plane needs for the workload itself, whoever
     drives it."""
     shared, per_model = plain_stacks(n)
-    with fresh_cluster(work, audit=False) as cluster, local.admin_client(cluster) as http:
+    # The same API server as the operator's (its audit policy logs only the operator).
+    with fresh_cluster(work) as cluster, local.admin_client(cluster) as http:
 
         def apply(client: httpx.Client, doc: dict[str, Any]) -> None:
             client.patch(

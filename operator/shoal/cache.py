@@ -26,11 +26,12 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.api.constants import POOL_LABEL
+from shoal.api.constants import GROUP, POOL_LABEL
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
 CUSTOM_KINDS = ("InferenceModel", "TenantPool", "BatchPolicy")
 # Metadata the server rewrites without anyone changing what the object says.
+_OWN_PREFIX = f"{GROUP}/"
 _VOLATILE_METADATA = ("resourceVersion", "managedFields", "creationTimestamp", "uid")
 ROLLOUT_FIELDS = (
     "observedGeneration",
@@ -91,8 +92,15 @@ def _rollout(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def content_digest(body: dict[str, Any]) -> str:
-    """A digest of what an object says: all but status and volatile metadata."""
+    """A digest of what an object says: all but status, volatile metadata and the
+    annotations of others (a Deployment's ``deployment.kubernetes.io/revision``, a
+    GitOps tool's): Shoal neither sets nor reads them, so their changes neither call for
+    a pass nor make a verified child need reading again."""
     meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in _VOLATILE_METADATA}
+    if "annotations" in meta:
+        meta["annotations"] = {
+            k: v for k, v in (meta["annotations"] or {}).items() if k.startswith(_OWN_PREFIX)
+        }
     rest = {k: v for k, v in body.items() if k not in ("metadata", "status")}
     text = json.dumps([meta, rest], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
