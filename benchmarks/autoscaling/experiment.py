@@ -20,7 +20,8 @@ from benchmarks.autoscaling.oracle import oracle_windows, provision_plan, refine
 from benchmarks.autoscaling.pipeline import PipelineConfig
 from benchmarks.autoscaling.replica import BatcherConfig
 from benchmarks.autoscaling.scalers import (
-    PREDICT_HEADROOM,
+    PREDICT_ERROR_QUANTILE,
+    PREDICT_ERROR_QUANTILES,
     PREDICT_SCALE_DOWN_WINDOW,
     HpaScaler,
     KpaScaler,
@@ -159,7 +160,7 @@ def scaler_kinds(experiment: Experiment) -> dict[str, ScalerKind]:
         )
         return HpaScaler("shoal", shoal_hpa_spec(im, experiment.policy))
 
-    def predictive(headroom: float) -> Scaler:
+    def predictive(error_quantile: float) -> Scaler:
         im = representative_model(BASE_MS, PER_ITEM_MS, scale_down_window=PREDICT_SCALE_DOWN_WINDOW)
         spec = shoal_hpa_spec(im, experiment.policy)
         spec["metrics"].append(required_replicas_metric())
@@ -168,14 +169,13 @@ def scaler_kinds(experiment: Experiment) -> dict[str, ScalerKind]:
             max_queue_delay_s=parse_duration(experiment.policy.max_queue_delay),
             target_p95_s=experiment.slo_target_s,
         )
-        return PredictiveScaler(spec, batch, experiment.settings.cold_start_s, headroom)
+        return PredictiveScaler(spec, batch, experiment.settings.cold_start_s, error_quantile)
 
-    headrooms = (1.0, 0.75, 0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05, 0.0)
     kinds = [
         ScalerKind(
             "shoal-predictive",
             "Shoal predictive",
-            Knob("headroom", headrooms, PREDICT_HEADROOM, "headroom"),
+            Knob("error quantile", PREDICT_ERROR_QUANTILES, PREDICT_ERROR_QUANTILE, "quantile"),
             predictive,
             is_baseline=False,
         ),

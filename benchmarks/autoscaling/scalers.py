@@ -32,6 +32,7 @@ from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import InferenceModel, Runtime
 from shoal.api.tenantpool import TenantPoolSpec
 from shoal.autoscale.predict import (
+    DEFAULT_ERROR_QUANTILE,
     DEFAULT_METRIC_LAG_S,
     BatchCounters,
     BatchSettings,
@@ -171,8 +172,11 @@ def required_replicas_metric() -> dict[str, Any]:
 
 
 # Defaults of the predictive mode (not tuned per trace).
-PREDICT_HEADROOM = 0.2  # forecast error the trend and peak memory do not cover
-# The forecast's fading peak is the cool-down, so the HPA's own scale-down window only
+# The predictor's own default: the quantile of its past errors it provisions for.
+PREDICT_ERROR_QUANTILE = DEFAULT_ERROR_QUANTILE
+# The knob search's candidates, most replicas first.
+PREDICT_ERROR_QUANTILES = (0.999, 0.995, 0.99, 0.98, 0.95, 0.9, 0.8, 0.65, 0.5)
+# The learned error is the cool-down, so the HPA's own scale-down window only
 # has to absorb a noisy sample or two: four syncs instead of Shoal's reactive 5 minutes.
 PREDICT_SCALE_DOWN_WINDOW = "1m"
 PREDICT_INTERVAL_S = 15
@@ -192,14 +196,15 @@ class PredictiveScaler(HpaScaler):
         spec: dict[str, Any],
         batch: BatchSettings,
         cold_start_s: float,
-        headroom: float = PREDICT_HEADROOM,
+        error_quantile: float = PREDICT_ERROR_QUANTILE,
         step_s: float = 15.0,
     ) -> None:
         super().__init__("shoal-predictive", spec)
         self.batch = batch
-        self.headroom = headroom
         self.step_s = step_s
-        self.forecast_config = ForecastConfig(horizon_s=cold_start_s + DEFAULT_METRIC_LAG_S)
+        self.forecast_config = ForecastConfig(
+            horizon_s=cold_start_s + DEFAULT_METRIC_LAG_S, error_quantile=error_quantile
+        )
         self.capacity: CapacityEstimate | None = None
         self.capacity_config = CapacityConfig()
 
@@ -216,7 +221,7 @@ class PredictiveScaler(HpaScaler):
         history = RateHistory(self.step_s, tuple(pipeline.rate_history))
         forecast = forecast_demand(history, self.forecast_config)
         count = required_replicas(
-            forecast, self.capacity, self.headroom, MIN_REPLICAS, MAX_REPLICAS
+            forecast, self.capacity, min_replicas=MIN_REPLICAS, max_replicas=MAX_REPLICAS
         )
         pipeline.operator_gauges[REQUIRED_METRIC] = float(count)
 

@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from shoal.autoscale.predict import (
     DAY_S,
+    DEFAULT_FALLBACK_HEADROOM,
     BatchCounters,
     BatchSettings,
     CapacityEstimate,
     Forecast,
     ForecastConfig,
     RateHistory,
+    conformal_quantile,
     estimate_capacity,
     forecast_demand,
     required_replicas,
+    warm_pool_replicas,
 )
 
 STEP = 15.0
@@ -36,10 +41,15 @@ def test_a_rising_ramp_is_projected_one_horizon_ahead() -> None:
     assert forecast.rate == forecast.trend
 
 
-def test_a_short_history_has_no_trend_yet() -> None:
+def test_a_short_history_has_no_trend_yet_and_falls_back_to_the_default_headroom() -> None:
     forecast = forecast_demand(history([1000.0, 2000.0, 3000.0]), CONFIG)
     assert forecast.trend == pytest.approx(2000.0)  # the level of the last minute
-    assert forecast.rate == 3000.0  # the latest rate, through the peak
+    assert forecast.rate == pytest.approx(2000.0)
+    # No forecast scored yet: the error is the documented fallback share of the rate.
+    assert forecast.fallback
+    assert forecast.errors == 0
+    assert forecast.error == pytest.approx(DEFAULT_FALLBACK_HEADROOM * 2000.0)
+    assert forecast.demand == pytest.approx(forecast.rate + forecast.error)
 
 
 def test_idle_history_forecasts_nothing_and_empty_history_too() -> None:
@@ -52,15 +62,78 @@ def test_an_idle_minute_inside_steady_traffic_does_not_drop_the_forecast() -> No
     assert forecast_demand(history(rates), CONFIG).rate >= 200.0
 
 
-def test_a_burst_is_remembered_and_fades() -> None:
+def test_a_burst_is_remembered_and_fades_with_the_optional_peak_memory() -> None:
+    config = replace(CONFIG, peak_half_life_s=120.0)
     base = [100.0] * 40
     burst = [500.0] * 4
-    just_after = forecast_demand(history([*base, *burst, 100.0]), CONFIG)
+    just_after = forecast_demand(history([*base, *burst, 100.0]), config)
     assert just_after.peak == pytest.approx(500.0 * 2 ** (-15 / 120))
-    later = forecast_demand(history([*base, *burst, *[100.0] * 16]), CONFIG)
+    later = forecast_demand(history([*base, *burst, *[100.0] * 16]), config)
     assert 100.0 < later.rate < just_after.rate
-    gone = forecast_demand(history([*base, *burst, *[100.0] * 60]), CONFIG)
+    gone = forecast_demand(history([*base, *burst, *[100.0] * 60]), config)
     assert gone.rate == pytest.approx(100.0)
+    assert forecast_demand(history([*base, *burst, 100.0]), CONFIG).peak == 0.0  # off
+
+
+def noisy(n: int, level: float, spread: float, seed: int = 7) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(v) for v in level + rng.uniform(-spread, spread, size=n)]
+
+
+def test_a_steady_trace_learns_a_small_error() -> None:
+    # Two hours at 1000 requests/s, +-2% noise: the error is a few percent of the rate.
+    forecast = forecast_demand(history(noisy(480, 1000.0, 20.0)), CONFIG)
+    assert not forecast.fallback
+    assert forecast.errors > 400
+    assert 0.0 < forecast.error < 60.0
+    assert forecast.demand < 1100.0
+
+
+def test_a_bursty_history_keeps_its_bursts_worth_of_capacity_standing() -> None:
+    # 1000 requests/s with a 5x burst of two minutes every 30 minutes; now, between
+    # bursts, the rate is back at 1000 but the error keeps the burst's capacity.
+    rates = noisy(480, 1000.0, 20.0)
+    for start in range(60, 480, 120):
+        rates[start : start + 8] = [5000.0] * 8
+    rates[-20:] = noisy(20, 1000.0, 20.0, seed=8)
+    forecast = forecast_demand(history(rates), CONFIG)
+    assert forecast.rate == pytest.approx(1000.0, rel=0.05)
+    assert forecast.error >= 3900.0
+    assert forecast.demand >= 4900.0
+    # The same history with the bursts older than the error window: no headroom left.
+    calm = forecast_demand(history(rates), replace(CONFIG, error_window_s=600.0))
+    assert calm.error < 100.0
+
+
+def test_idle_minutes_between_busy_ones_keep_capacity_for_the_return() -> None:
+    # On-off traffic: busy at 200 requests/s for four minutes, idle for four, for an
+    # hour; now idle. The forecast is 0 but the demand covers the next busy spell.
+    rates = ([200.0] * 16 + [0.0] * 16) * 8
+    forecast = forecast_demand(history(rates[:-8]), CONFIG)
+    assert forecast.rate == 0.0
+    assert forecast.error == pytest.approx(200.0)
+    capacity = CapacityEstimate(100.0, 32, 0.022, 0.001, "fit")
+    assert required_replicas(forecast, capacity, min_replicas=0) == 2
+    assert warm_pool_replicas(forecast, capacity) == 2
+    # All idle: nothing forecast, nothing learned.
+    idle = forecast_demand(history([0.0] * 300), CONFIG)
+    assert (idle.rate, idle.error, idle.fallback) == (0.0, 0.0, False)
+
+
+def test_the_error_is_the_conformal_order_statistic() -> None:
+    errors = np.arange(1.0, 201.0)  # 1..200
+    assert conformal_quantile(errors, 0.99) == 199.0  # ceil(201 * 0.99) = 199th
+    assert conformal_quantile(errors[:10], 0.99) == 10.0  # too few: the largest
+    assert conformal_quantile(np.empty(0), 0.99) == 0.0
+
+
+def test_the_warm_pool_covers_the_learned_error() -> None:
+    capacity = CapacityEstimate(100.0, 32, 0.022, 0.001, "fit")
+    forecast = Forecast(300.0, 300.0, 300.0, 0.0, None, error=250.0)
+    assert warm_pool_replicas(forecast, capacity) == 3
+    assert warm_pool_replicas(replace(forecast, error=0.0), capacity) == 1
+    assert warm_pool_replicas(forecast, capacity, max_replicas=2) == 2
+    assert required_replicas(forecast, capacity) == 6  # ceil((300 + 250) / 100)
 
 
 def test_a_single_outlier_does_not_tilt_the_trend() -> None:

@@ -7,15 +7,21 @@ ahead instead. It answers one question, repeatedly: how many replicas must be Re
 
 - the model's recent arrival rates (Triton's request counters, or the pool gateway's,
   which see requests before Triton queues them), from which ``forecast_demand``
-  projects the short-term trend, remembers recent peaks and, with enough history,
-  repeats last day's or last week's shape;
+  projects the recent level and short-term trend and, with enough history, repeats
+  last day's or last week's shape;
+- how far such forecasts have fallen short before: the forecast made one horizon ago
+  is recomputed from the history up to then and compared with the highest rate that
+  arrived since, over the last hours, and a high quantile of those shortfalls is the
+  headroom (conformal-style). A steady model learns a small one, a bursty model keeps
+  its bursts' worth of capacity standing, and no headroom is tuned by hand;
 - what one replica sustains at the model's batch settings while meeting the P95
-  target, which ``estimate_capacity`` derives from Triton's own execution counters;
-- a headroom for what the forecast cannot see.
+  target, which ``estimate_capacity`` derives from Triton's own execution counters.
 
-``required_replicas`` combines them. The HPA stays the actuator: the operator publishes
-the number as a metric in the same HPA as the reactive queue-depth and P95 metrics, and
-the HPA takes the largest proposal, so the reactive metrics remain a safety net.
+``required_replicas`` combines them, and ``warm_pool_replicas`` sizes the warm pool
+(``minReplicas: auto``) from the learned error alone. The HPA stays the actuator: the
+operator publishes the number as a metric in the same HPA as the reactive queue-depth
+and P95 metrics, and the HPA takes the largest proposal, so the reactive metrics remain
+a safety net.
 
 Everything here is pure: plain numbers and frozen dataclasses in, dataclasses out, no
 clock, no I/O. The operator and the autoscaling replay import the same functions, so
@@ -29,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 # Default horizon parts, in seconds. The metric lag is the worst-case age of the signal
 # when the HPA acts on it: a scrape interval, a rule evaluation, one predictor run and
@@ -36,6 +43,18 @@ import numpy as np
 DEFAULT_METRIC_LAG_S = 60.0
 DAY_S = 86_400.0
 WEEK_S = 7 * DAY_S
+# Defaults of the learned error (see ForecastConfig). 0.99: one horizon in a hundred may
+# outrun the standing capacity, which the reactive metrics then catch. Three hours: long
+# enough to hold several bursts of a bursty model, short enough that a model whose
+# traffic calmed down stops paying for old bursts. Ten minutes of scored forecasts
+# before the quantile is trusted alone; until then at least half the forecast again.
+DEFAULT_ERROR_QUANTILE = 0.99
+DEFAULT_ERROR_WINDOW_S = 3 * 3600.0
+DEFAULT_MIN_ERROR_HISTORY_S = 600.0
+DEFAULT_FALLBACK_HEADROOM = 0.5
+
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -49,7 +68,7 @@ class RateHistory:
     step_s: float
     rates: tuple[float, ...]
 
-    def last(self, seconds: float) -> np.ndarray[tuple[int], np.dtype[np.float64]]:
+    def last(self, seconds: float) -> Floats:
         """The values covering the last ``seconds`` (at least one when any exist)."""
         n = max(1, math.ceil(seconds / self.step_s))
         return np.asarray(self.rates[-n:], dtype=np.float64)
@@ -57,36 +76,55 @@ class RateHistory:
 
 @dataclass(frozen=True)
 class ForecastConfig:
-    """How far to look ahead and how much of the past to trust.
+    """How far to look ahead, how much of the past to trust, and how to learn the error.
 
     ``horizon_s``: the model's cold start plus the metric lag; a replica asked for now
     serves from then on, so that is the moment the forecast must cover.
+    ``level_window_s``: the recent level is the median of this span's rates, so one noisy
+    or idle sample does not move it.
     ``trend_window_s``: the span over which the slope is fitted; a few minutes follow a
     steep ramp within a couple of steps while one noisy sample cannot tilt the line.
-    ``peak_window_s`` and ``peak_half_life_s``: recent peaks are remembered and fade, so
-    bursty traffic keeps its capacity for a while after a burst and the replica count
-    falls only as the memory of the peak fades (scale down only when the forecast allows
-    it).
+    ``peak_half_life_s`` and ``peak_window_s``: an optional memory of recent peaks that
+    fades (None: off). The learned error already keeps the capacity that bursts need
+    standing, and only for as long as they keep coming, so the memory is off by default.
     ``season_periods_s``: daily and weekly repetition, used only when the history
     reaches back that far; ``season_window_s`` is the span compared around each point.
+
+    The learned error (conformal-style): at every step of the last ``error_window_s``,
+    the forecast made then is compared with the highest rate that arrived over the
+    horizon after it; the error to provision for is the ``error_quantile`` of the
+    positive differences (the order statistic that split-conformal prediction uses, so
+    with few errors it is the largest one). A steady model gets little headroom; a
+    bursty one keeps its bursts' worth standing while they recur within the window.
+    Until ``min_error_history_s`` of forecasts have been scored, the error is at least
+    ``fallback_headroom`` times the forecast.
     """
 
     horizon_s: float
+    level_window_s: float = 60.0
     trend_window_s: float = 180.0
     peak_window_s: float = 600.0
-    peak_half_life_s: float = 120.0
-    level_window_s: float = 60.0
+    peak_half_life_s: float | None = None
     season_periods_s: tuple[float, ...] = (DAY_S, WEEK_S)
     season_window_s: float = 600.0
     season_scale_limits: tuple[float, float] = (0.5, 2.0)
+    error_quantile: float = DEFAULT_ERROR_QUANTILE
+    error_window_s: float = DEFAULT_ERROR_WINDOW_S
+    min_error_history_s: float = DEFAULT_MIN_ERROR_HISTORY_S
+    fallback_headroom: float = DEFAULT_FALLBACK_HEADROOM
 
 
 @dataclass(frozen=True)
 class Forecast:
-    """Demand one horizon ahead, and the parts it was taken from (requests/s).
+    """Demand one horizon ahead, the parts it was taken from, and its learned error
+    (requests/s).
 
-    ``rate`` is the largest of ``trend``, ``peak`` and ``seasonal``: each covers a way
-    demand rises that the others miss (a ramp, a burst that comes back, a daily peak).
+    ``rate`` is the point forecast: the largest of ``trend``, ``peak`` (0 when the peak
+    memory is off) and ``seasonal``, each covering a way demand rises that the others
+    miss (a ramp, a burst that comes back, a daily peak). ``error`` is what the rate has
+    fallen short by, at the configured quantile, over the horizon: ``demand`` (rate plus
+    error) is what to provision for. ``errors`` counts the past forecasts scored;
+    ``fallback`` is True while too few were to trust the quantile alone.
     """
 
     rate: float
@@ -94,11 +132,17 @@ class Forecast:
     trend: float
     peak: float
     seasonal: float | None
+    error: float = 0.0
+    errors: int = 0
+    fallback: bool = False
+
+    @property
+    def demand(self) -> float:
+        """The arrival rate to provision for: the forecast plus its learned error."""
+        return self.rate + self.error
 
 
-def theil_sen_slope(
-    values: np.ndarray[tuple[int], np.dtype[np.float64]], step_s: float
-) -> tuple[float, float]:
+def theil_sen_slope(values: Floats, step_s: float) -> tuple[float, float]:
     """The median of pairwise slopes and the matching intercept at the last point.
 
     Robust: up to about 29% of the points can be outliers (a burst second, an idle
@@ -114,60 +158,160 @@ def theil_sen_slope(
     return slope, intercept
 
 
-def _seasonal(history: RateHistory, config: ForecastConfig, level: float) -> float | None:
-    """Last period's demand one horizon after this moment, scaled by how today's level
-    compares with that period's level at this moment; None without a whole period."""
-    rates = np.asarray(history.rates, dtype=np.float64)
-    step = history.step_s
+def _steps(seconds: float, step_s: float) -> int:
+    return max(1, math.ceil(seconds / step_s - 1e-9))
+
+
+def _trailing(rates: Floats, width: int, at: Ints) -> Floats:
+    """Row k: the ``width`` rates ending at index ``at[k]``, NaN before the first."""
+    padded = np.concatenate([np.full(width - 1, np.nan), rates])
+    view: Floats = np.lib.stride_tricks.sliding_window_view(padded, width)
+    return view[at]
+
+
+@dataclass(frozen=True)
+class _Parts:
+    rate: Floats
+    level: Floats
+    trend: Floats
+    peak: Floats
+    seasonal: Floats  # NaN where no period applies
+
+
+def _forecasts(rates: Floats, step: float, config: ForecastConfig, at: Ints) -> _Parts:
+    """The forecast each index in ``at`` would have made from the rates up to it.
+
+    Vectorised over the indices, so scoring hours of past forecasts costs about as much
+    as one; each one reads only the rates up to its own index.
+    """
+    horizon = config.horizon_s
+    level = np.median(_trailing(rates, _steps(config.level_window_s, step), at), axis=1)
+    # nanmedian would be the exact "median of what exists", but only the first steps of
+    # a history are short, and there the NaN-free median of fewer values is what counts.
+    short = at < _steps(config.level_window_s, step) - 1
+    for k in np.flatnonzero(short):
+        level[k] = float(np.median(rates[: at[k] + 1]))
+    width = _steps(config.trend_window_s, step)
+    trend = level.copy()
+    full = at >= width - 1
+    if width >= 2 and full.any():
+        # A slope from a few points, extended by a horizon several times their span,
+        # turns noise into a surge: until the window is full, the trend is the level.
+        rows = _trailing(rates, width, at[full])
+        x = (np.arange(width, dtype=np.float64) - (width - 1)) * step
+        i, j = np.triu_indices(width, k=1)
+        slope = np.median((rows[:, j] - rows[:, i]) / (x[j] - x[i]), axis=1)
+        intercept = np.median(rows - slope[:, None] * x, axis=1)
+        trend[full] = np.maximum(0.0, intercept + slope * horizon)
+    if config.peak_half_life_s:
+        span = _steps(config.peak_window_s, step)
+        ages = (span - 1 - np.arange(span)) * step
+        decayed = _trailing(rates, span, at) * np.exp2(-ages / config.peak_half_life_s)
+        peak = np.nanmax(decayed, axis=1)
+    else:
+        peak = np.zeros(at.size)
+    seasonal = _seasonal(rates, step, config, level, at)
+    # A falling trend lowers the forecast no further than the level: demand that has
+    # been there in the last level window may come back within the horizon, and the
+    # scored errors would otherwise learn the slope's noise as headroom.
+    rate = np.maximum.reduce([level, trend, peak, np.nan_to_num(seasonal, nan=0.0)])
+    return _Parts(rate, level, trend, peak, seasonal)
+
+
+def _seasonal(
+    rates: Floats, step: float, config: ForecastConfig, level: Floats, at: Ints
+) -> Floats:
+    """Last period's demand one horizon after each moment, scaled by how the level then
+    compares with that period's level at the same moment; NaN without a whole period.
+
+    A period no longer than the horizon cannot repeat itself ahead and is skipped.
+    """
+    best = np.full(at.size, np.nan)
     half = max(1, round(config.season_window_s / step / 2))
     ahead = max(0, round(config.horizon_s / step))
-    best: float | None = None
     lo_scale, hi_scale = config.season_scale_limits
     for period_s in config.season_periods_s:
         p = round(period_s / step)
-        now = rates.size - 1
-        then = now - p  # this moment, one period ago
-        if then - 2 * half < 0:
+        if p <= ahead + half:
             continue
-        past_level = float(rates[then - 2 * half + 1 : then + 1].mean())
-        future = rates[max(0, then + ahead - half) : then + ahead + half + 1]
-        if future.size == 0:
+        then = at - p  # each moment, one period ago
+        ok = then - 2 * half + 1 >= 0
+        if not ok.any():
             continue
-        scale = level / past_level if past_level > 0 else hi_scale
-        scale = min(max(scale, lo_scale), hi_scale)
-        value = float(future.max()) * scale
-        best = value if best is None else max(best, value)
+        then_ok = then[ok]
+        past_level = np.mean(_trailing(rates, 2 * half, then_ok), axis=1)
+        start = np.maximum(0, then_ok + ahead - half)
+        future = np.array(
+            [rates[s : c + half + 1].max() for s, c in zip(start, then_ok + ahead, strict=True)]
+        )
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scale = np.where(past_level > 0, level[ok] / past_level, hi_scale)
+        value = future * np.clip(scale, lo_scale, hi_scale)
+        best[ok] = np.fmax(best[ok], value)
     return best
 
 
+def conformal_quantile(errors: Floats, quantile: float) -> float:
+    """The ``ceil((n + 1) q)``-th smallest of the n errors (the largest when that rank
+    exceeds n); 0 without errors. Split-conformal prediction's bound: a new error falls
+    below it with probability at least q when errors are exchangeable."""
+    n = errors.size
+    if n == 0:
+        return 0.0
+    rank = min(n, math.ceil((n + 1) * quantile - 1e-9))
+    return float(np.partition(errors, rank - 1)[rank - 1])
+
+
 def forecast_demand(history: RateHistory, config: ForecastConfig) -> Forecast:
-    """Arrival rate to provision for one horizon from now.
+    """Arrival rate one horizon from now, and the error to provision for on top.
 
     - trend: a robust line through the last ``trend_window_s``, extended by the horizon
-      (never below zero; a falling trend cannot pull the forecast below the other parts;
-      the recent level until the history covers the window);
-    - peak: the highest recent rate, halved every ``peak_half_life_s`` of its age, so a
-      burst is remembered and the latest rate always counts in full;
-    - seasonal: what followed this moment one day (or week) ago, scaled to today's level.
+      (never below zero; the level, the median of the last ``level_window_s``, until the
+      history covers the window);
+    - peak (optional): the highest recent rate, halved every ``peak_half_life_s`` of its
+      age;
+    - seasonal: what followed this moment one day (or week) ago, scaled to today's level;
+    - error: the forecasts made over the last ``error_window_s`` are recomputed from the
+      history up to each of them and scored against the highest rate that arrived over
+      the horizon after it; the ``error_quantile`` of the positive shortfalls is the
+      error (see ``ForecastConfig``). Stateless: the history is the only memory.
     """
     if not history.rates:
-        return Forecast(0.0, 0.0, 0.0, 0.0, None)
+        return Forecast(0.0, 0.0, 0.0, 0.0, None, 0.0, 0, True)
+    rates = np.asarray(history.rates, dtype=np.float64)
     step = history.step_s
-    level = float(history.last(config.level_window_s).mean())
-    window = history.last(config.trend_window_s)
-    if window.size * step >= config.trend_window_s:
-        slope, intercept = theil_sen_slope(window, step)
-        trend = max(0.0, intercept + slope * config.horizon_s)
+    n = rates.size
+    h = _steps(config.horizon_s, step)
+    window = _steps(config.error_window_s, step)
+    first = max(0, n - 1 - h - window + 1)
+    at = np.arange(first, n, dtype=np.int64)
+    parts = _forecasts(rates, step, config, at)
+    # Forecasts made before the history covered the trend window are the warm-up's, not
+    # the forecaster's: they are not scored.
+    warm = _steps(max(config.level_window_s, config.trend_window_s), step) - 1
+    mask = (at <= n - 1 - h) & (at >= warm)
+    scored = at[mask]
+    if scored.size:
+        ahead: Floats = np.lib.stride_tricks.sliding_window_view(rates[1:], h)[scored]
+        shortfall = ahead.max(axis=1) - parts.rate[mask]
+        error = conformal_quantile(shortfall[shortfall > 0], config.error_quantile)
     else:
-        # A slope from a few points, extended by a horizon several times their span,
-        # turns noise into a surge: until the window is full, the trend is the level.
-        trend = level
-    recent = history.last(config.peak_window_s)
-    ages = (recent.size - 1 - np.arange(recent.size)) * step
-    peak = float(np.max(recent * np.exp2(-ages / config.peak_half_life_s)))
-    seasonal = _seasonal(history, config, level)
-    rate = max(trend, peak, seasonal or 0.0)
-    return Forecast(rate=rate, level=level, trend=trend, peak=peak, seasonal=seasonal)
+        error = 0.0
+    rate = float(parts.rate[-1])
+    fallback = scored.size * step < config.min_error_history_s
+    if fallback:
+        error = max(error, config.fallback_headroom * rate)
+    seasonal = float(parts.seasonal[-1])
+    return Forecast(
+        rate=rate,
+        level=float(parts.level[-1]),
+        trend=float(parts.trend[-1]),
+        peak=float(parts.peak[-1]),
+        seasonal=None if math.isnan(seasonal) else seasonal,
+        error=error,
+        errors=int(scored.size),
+        fallback=fallback,
+    )
 
 
 @dataclass(frozen=True)
@@ -307,18 +451,37 @@ def _as_previous(previous: CapacityEstimate) -> CapacityEstimate:
 def required_replicas(
     forecast: Forecast,
     capacity: CapacityEstimate,
-    headroom: float,
+    headroom: float = 0.0,
     min_replicas: int = 1,
     max_replicas: int | None = None,
 ) -> int:
-    """``ceil(forecast / capacity * (1 + headroom))``, within the replica bounds.
+    """``ceil(forecast.demand / capacity * (1 + headroom))``, within the replica bounds.
 
-    The forecast already holds the recent peak, so this number falls only as fast as
-    the peak's memory fades: scale-down happens when the forecast allows it.
+    ``forecast.demand`` already holds the learned error, so ``headroom`` is an optional
+    extra margin (0 by default). The demand falls only as the recent rates and the
+    errors in the window allow: scale-down happens when the forecast allows it.
     """
     if capacity.per_replica_rps <= 0:
         raise ValueError("capacity per replica must be positive")
     # A tiny tolerance keeps float noise (e.g. 3.0000000001) from adding a replica.
-    n = math.ceil(forecast.rate * (1.0 + headroom) / capacity.per_replica_rps - 1e-9)
+    n = math.ceil(forecast.demand * (1.0 + headroom) / capacity.per_replica_rps - 1e-9)
     n = max(n, min_replicas)
+    return n if max_replicas is None else min(n, max_replicas)
+
+
+def warm_pool_replicas(
+    forecast: Forecast,
+    capacity: CapacityEstimate,
+    min_replicas: int = 1,
+    max_replicas: int | None = None,
+) -> int:
+    """``minReplicas: auto``: ``ceil(forecast.error / capacity)``, within the bounds.
+
+    The learned error is how far demand has outrun the forecast within one horizon (the
+    cold start plus the metric lag): the replicas that must already be standing when
+    the forecast is wrong, since any asked for then arrive one cold start too late.
+    """
+    if capacity.per_replica_rps <= 0:
+        raise ValueError("capacity per replica must be positive")
+    n = max(math.ceil(forecast.error / capacity.per_replica_rps - 1e-9), min_replicas)
     return n if max_replicas is None else min(n, max_replicas)
