@@ -141,6 +141,23 @@ def autoscaling(data: dict[str, Any]) -> list[str]:
             f"{_verdict(shoal['target_vs_best_baseline_met'])}), at "
             f"{shoal['attainment_pct']:g}% of windows in SLO."
         )
+        predictive = c.get("shoal-predictive")
+        if predictive is not None:
+            oracle_target = predictive["target_vs_oracle"]
+            against_oracle = (
+                f" (target {oracle_target:g}: {_verdict(predictive['target_vs_oracle_met'])})"
+                if oracle_target is not None
+                else ""
+            )
+            lines.append(
+                f"- {name}: Shoal predictive at its default setting (error quantile "
+                f"{predictive['knob']:g}, not tuned per trace): {predictive['vs_oracle']:.2f}x "
+                f"the oracle{against_oracle}, {predictive['vs_best_baseline']:.2f}x the best "
+                f"baseline (target {predictive['target_vs_best_baseline']:g}: "
+                f"{_verdict(predictive['target_vs_best_baseline_met'])}), at "
+                f"{predictive['attainment_pct']:g}% of windows in SLO (target 99: "
+                f"{_verdict(predictive['at_goal'])})."
+            )
     return lines
 
 

@@ -347,15 +347,17 @@ class Predictive(SpecModel):
     """Scaling ahead of demand, from what the operator measures of the model.
 
     The operator forecasts the model's arrival rate one cold start plus the metric lag
-    ahead, divides it by what one replica sustains (measured from Triton's own
+    ahead, adds the largest amount its forecasts of the last hours fell short by (their
+    0.99 quantile), divides by what one replica sustains (measured from Triton's own
     counters) and publishes the replicas that needs; the HPA scales on that beside the
     reactive metrics, which stay as a safety net."""
 
     headroom_percent: int = Field(
-        default=20,
+        default=0,
         ge=0,
         le=400,
-        description="Capacity kept beyond the forecast, in percent of it.",
+        description="Capacity kept beyond the forecast and its learned error, in percent "
+        "of them (the forecast already covers its own past misses).",
     )
 
 
@@ -543,8 +545,9 @@ class InferenceModelStatus(SpecModel):
     forecast_rate: float | None = Field(
         default=None,
         ge=0,
-        description="Arrivals per second forecast one cold start plus the metric lag ahead "
-        "(with spec.scaling.predictive).",
+        description="Arrivals per second the model is provisioned for one cold start plus "
+        "the metric lag ahead: the forecast and its learned error (with "
+        "spec.scaling.predictive).",
     )
     required_replicas: int | None = Field(
         default=None,

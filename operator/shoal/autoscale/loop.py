@@ -2,7 +2,7 @@
 the replicas its forecast demand needs, published for the HPA.
 
 One round reads everything it needs in four range queries for all models at once (the
-arrival rate over the last hour, and each replica's batches, requests and compute time
+arrival rate over the last hours, and each replica's batches, requests and compute time
 over the last minutes), then runs shoal.autoscale.predict per model: the same code the
 autoscaling replay measures. The result goes to the operator's own metrics
 (``shoal_model_required_replicas``, an object metric on the model's Service once
@@ -28,6 +28,7 @@ from shoal.api.common import parse_object
 from shoal.api.constants import MODEL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.autoscale.predict import (
+    DEFAULT_ERROR_WINDOW_S,
     DEFAULT_METRIC_LAG_S,
     ForecastConfig,
     RateHistory,
@@ -49,7 +50,8 @@ from shoal.telemetry import CAPACITY, COLD_START, FORECAST_RATE, REQUIRED_REPLIC
 log = logging.getLogger(__name__)
 
 PREDICT_SECONDS = 15.0
-HISTORY_SECONDS = 3600.0
+# Enough for the forecast to score its own past forecasts over the error window.
+HISTORY_SECONDS = DEFAULT_ERROR_WINDOW_S + 900.0
 CAPACITY_SECONDS = 900.0
 # A model's pods are listed for its cold start at most this often.
 COLD_START_REFRESH_SECONDS = 60.0
@@ -148,9 +150,9 @@ def predict_round(op: Operator, now: float | None = None) -> None:
                     min_replicas=0,
                     max_replicas=model.spec.scaling.max_replicas,
                 )
-            elif forecast.rate == 0:
+            elif forecast.demand == 0:
                 required = 0  # nothing to serve: no replica needed, whatever one sustains
-            latest[key] = Prediction(forecast.rate, capacity, required, cold)
+            latest[key] = Prediction(forecast.demand, capacity, required, cold)
     publish(op.predictions.keys(), latest)
     op.predictions.replace(latest)
 
