@@ -23,6 +23,7 @@ from kubernetes import client
 
 from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, QUEUE_METRIC
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience
+from tests.support.hpa import readings
 from tests.support.shoal_objects import Shoal, wait_ready
 from tests.support.wait import wait_for
 
@@ -39,21 +40,6 @@ def _model(pool: str) -> dict[str, Any]:
     body["spec"]["batchPolicy"] = {"name": "small"}
     del body["metadata"]["namespace"]
     return body
-
-
-def _current(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
-    """The HPA controller's last reading of each metric, per replica."""
-    readings: dict[str, float] = {}
-    for metric in (hpa.status.current_metrics if hpa.status else None) or []:
-        if metric.type == "Pods" and metric.pods and metric.pods.current.average_value:
-            readings[metric.pods.metric.name] = _quantity(metric.pods.current.average_value)
-        elif metric.type == "Object" and metric.object and metric.object.current.average_value:
-            readings[metric.object.metric.name] = _quantity(metric.object.current.average_value)
-    return readings
-
-
-def _quantity(text: str) -> float:
-    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
 def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
@@ -106,7 +92,7 @@ def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
             # metrics would never scale down.
             wait_for(
                 "the HPA to read all three metrics",
-                lambda: _current(
+                lambda: readings(
                     scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
                 ),
                 lambda r: r.get(GATEWAY_QUEUE_METRIC) == 0 and QUEUE_METRIC in r,
@@ -124,7 +110,7 @@ def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
 
             def replicas() -> int:
                 hpa = scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
-                seen.update(_current(hpa))
+                seen.update(readings(hpa))
                 count = apps.read_namespaced_deployment("linear", namespace).spec.replicas
                 return int(count or 0)
 

@@ -21,6 +21,7 @@ from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.render.autoscaler import P95_METRIC, QUEUE_METRIC
+from tests.support.hpa import readings
 from tests.support.shoal_objects import Shoal, wait_ready
 from tests.support.wait import wait_for
 
@@ -41,22 +42,6 @@ def _model(pool: str) -> dict[str, Any]:
     body = linear_model(20, 2, pool=pool, gpus=1, scaling=scaling)
     del body["metadata"]["namespace"]
     return body
-
-
-def _readings(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
-    """The HPA controller's last reading of each metric (per replica for Pods metrics,
-    the object's value for Object metrics)."""
-    readings: dict[str, float] = {}
-    for metric in (hpa.status.current_metrics if hpa.status else None) or []:
-        if metric.type == "Pods" and metric.pods and metric.pods.current.average_value:
-            readings[metric.pods.metric.name] = _quantity(metric.pods.current.average_value)
-        elif metric.type == "Object" and metric.object and metric.object.current.value:
-            readings[metric.object.metric.name] = _quantity(metric.object.current.value)
-    return readings
-
-
-def _quantity(text: str) -> float:
-    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
 def test_p95_latency_over_target_scales_a_model_up(
@@ -84,7 +69,7 @@ def test_p95_latency_over_target_scales_a_model_up(
         try:
             wait_for(
                 "the HPA to read the queue depth",
-                lambda: _readings(
+                lambda: readings(
                     scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
                 ),
                 lambda r: QUEUE_METRIC in r,
@@ -96,7 +81,7 @@ def test_p95_latency_over_target_scales_a_model_up(
 
             def replicas() -> int:
                 hpa = scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
-                seen.update(_readings(hpa))
+                seen.update(readings(hpa))
                 count = apps.read_namespaced_deployment("linear", namespace).spec.replicas
                 return int(count or 0)
 

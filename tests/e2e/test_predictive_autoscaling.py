@@ -26,6 +26,7 @@ from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.render.autoscaler import QUEUE_METRIC, REQUIRED_REPLICAS_METRIC
+from tests.support.hpa import readings
 from tests.support.shoal_objects import Shoal, wait_ready
 from tests.support.wait import wait_for
 
@@ -46,23 +47,6 @@ def _model(pool: str) -> dict[str, Any]:
     body["spec"]["batchPolicy"] = {"name": "small"}
     del body["metadata"]["namespace"]
     return body
-
-
-def _readings(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
-    readings: dict[str, float] = {}
-    for metric in (hpa.status.current_metrics if hpa.status else None) or []:
-        if metric.type == "Pods" and metric.pods and metric.pods.current.average_value:
-            readings[metric.pods.metric.name] = _quantity(metric.pods.current.average_value)
-        elif metric.type == "Object" and metric.object:
-            current = metric.object.current
-            value = current.average_value or current.value
-            if value is not None:
-                readings[metric.object.metric.name] = _quantity(value)
-    return readings
-
-
-def _quantity(text: str) -> float:
-    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
 def test_the_forecast_scales_a_model_its_queue_target_would_not(
@@ -110,7 +94,7 @@ def test_the_forecast_scales_a_model_its_queue_target_would_not(
 
             def replicas() -> int:
                 hpa = scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
-                seen.update(_readings(hpa))
+                seen.update(readings(hpa))
                 count = apps.read_namespaced_deployment("linear", namespace).spec.replicas
                 return int(count or 0)
 
