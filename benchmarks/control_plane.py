@@ -324,6 +324,7 @@ def model_progress(http: httpx.Client) -> tuple[int, int]:
 def fresh_cluster(work: Path) -> Iterator[local.LocalCluster]:
     """A new local cluster with the benchmark's nodes and tenant namespaces, its API
     server writing the audit log the operator's writes are counted from."""
+    work.mkdir(parents=True, exist_ok=True)
     policy = work / "audit-policy.yaml"
     policy.write_text(yaml.safe_dump(audit_policy()))
     # Upstream's HPA sync period (the test cluster's 5 s would have the controller
