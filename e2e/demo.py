@@ -35,7 +35,6 @@ from e2e.install import Kubectl, install_crds, kubectl_for
 from e2e.linear_model import BODY
 from e2e.monitoring import PodBackers, Prometheus
 from e2e.process import stop
-from e2e.triton_repo import add_model, for_cpu
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, GatewaySite, audience, gateway_host
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,13 +80,10 @@ def gateway_showcase(target: Target, kubectl: Kubectl, workdir: Path) -> Iterato
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     say(f"applied {OBJECTS.relative_to(REPO)}; waiting for InferenceModel {MODEL} to be Ready")
     model = _until("the model to be Ready", lambda: _model_ready(custom))
-    config = core.read_namespaced_config_map(f"{MODEL}-model-config", NAMESPACE)
-    repo = workdir / "repo"
-    add_model(repo, for_cpu((config.data or {})["config.pbtxt"]), model_py="linear_cost.py")
     targets = Prometheus(workdir / "targets")  # its target files only: nothing scrapes here
     targets.workdir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
-        backers = PodBackers(core, NAMESPACE, MODEL, repo, targets, workdir / "pods").start()
+        backers = PodBackers.for_rendered(core, NAMESPACE, MODEL, targets, workdir)
         stack.callback(backers.stop)
         gateways = GatewayPods(
             core, POOL, DEFAULT_GATEWAY_NAMESPACE, workdir / "gateways", [backers]

@@ -27,6 +27,7 @@ from kubernetes import client
 from e2e import triton
 from e2e.cluster.local import free_port
 from e2e.process import stop, wait_http
+from e2e.triton_repo import add_model, for_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 MONITORING = REPO / "manifests" / "monitoring"
@@ -231,6 +232,23 @@ class PodBackers:
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
+
+    @classmethod
+    def for_rendered(
+        cls,
+        core: client.CoreV1Api,
+        namespace: str,
+        model: str,
+        prometheus: Prometheus,
+        workdir: Path,
+        model_py: str = "linear_cost.py",
+    ) -> PodBackers:
+        """Started backers serving the config the operator rendered for ``model`` (its
+        ConfigMap, as each pod would mount it, adapted for the CPU) with ``model_py``."""
+        rendered = core.read_namespaced_config_map(f"{model}-model-config", namespace)
+        repo = workdir / "repo"
+        add_model(repo, for_cpu((rendered.data or {})["config.pbtxt"]), model_py=model_py)
+        return cls(core, namespace, model, repo, prometheus, workdir / "pods").start()
 
     def start(self) -> PodBackers:
         self._thread = threading.Thread(target=self._run, daemon=True)

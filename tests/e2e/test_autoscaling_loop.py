@@ -18,7 +18,6 @@ from e2e.cluster.local import HPA_SYNC_PERIOD
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import SCRAPE_INTERVAL, LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
-from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.metrics.reader import MetricsReader
@@ -54,11 +53,7 @@ def test_queue_depth_scales_up_then_back_to_the_warm_pool(
         shoal.create(model(pool), namespace)
         wait_ready(shoal, namespace, "linear")
         # The config the operator rendered, as each pod would mount it.
-        rendered = core.read_namespaced_config_map("linear-model-config", namespace)
-        assert rendered.data is not None
-        repo = tmp_path / "repo"
-        add_model(repo, for_cpu(rendered.data["config.pbtxt"]), model_py="linear_cost.py")
-        backers = PodBackers(core, namespace, "linear", repo, pipeline, tmp_path / "pods").start()
+        backers = PodBackers.for_rendered(core, namespace, "linear", pipeline, tmp_path)
         load: LoadGenerator | None = None
         try:
             wait_for(

@@ -18,7 +18,6 @@ from e2e.gateway_pods import GatewayPods, service_account_token
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
-from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, QUEUE_METRIC
@@ -65,11 +64,7 @@ def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
         )
         shoal.create(_model(pool), namespace)
         wait_ready(shoal, namespace, "linear")
-        rendered = core.read_namespaced_config_map("linear-model-config", namespace)
-        assert rendered.data is not None
-        repo = tmp_path / "repo"
-        add_model(repo, for_cpu(rendered.data["config.pbtxt"]), model_py="linear_cost.py")
-        backers = PodBackers(core, namespace, "linear", repo, pipeline, tmp_path / "pods").start()
+        backers = PodBackers.for_rendered(core, namespace, "linear", pipeline, tmp_path)
         gateways = GatewayPods(
             core,
             pool,

@@ -23,7 +23,6 @@ from e2e.gateway_pods import service_account_token as token
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import PodBackers, Prometheus
 from e2e.operator import OperatorProcess
-from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
@@ -74,13 +73,9 @@ def test_a_request_goes_through_the_pools_gateway(
         host = f"{gateway_name(pool)}.{DEFAULT_GATEWAY_NAMESPACE}.svc"
         assert model["status"]["endpoints"]["gateway"] == f"http://{host}:8000/v2/models/linear"
 
-        rendered = core.read_namespaced_config_map("linear-model-config", namespace)
-        assert rendered.data is not None
-        repo = tmp_path / "repo"
-        add_model(repo, for_cpu(rendered.data["config.pbtxt"]), model_py="linear_cost.py")
         targets = Prometheus(tmp_path / "unused-prometheus")  # file_sd targets only
         targets.workdir.mkdir(parents=True)
-        backers = PodBackers(core, namespace, "linear", repo, targets, tmp_path / "pods").start()
+        backers = PodBackers.for_rendered(core, namespace, "linear", targets, tmp_path)
         gateways = GatewayPods(
             core, pool, DEFAULT_GATEWAY_NAMESPACE, tmp_path / "gateways", [backers]
         ).start()

@@ -17,7 +17,6 @@ from typing import Any
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
-from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.render.autoscaler import P95_METRIC, QUEUE_METRIC
@@ -60,11 +59,7 @@ def test_p95_latency_over_target_scales_a_model_up(
         hpa = scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace)
         names = {m.object.metric.name for m in hpa.spec.metrics if m.type == "Object"}
         assert P95_METRIC in names, hpa.spec.metrics
-        rendered = core.read_namespaced_config_map("linear-model-config", namespace)
-        assert rendered.data is not None
-        repo = tmp_path / "repo"
-        add_model(repo, for_cpu(rendered.data["config.pbtxt"]), model_py="linear_cost.py")
-        backers = PodBackers(core, namespace, "linear", repo, pipeline, tmp_path / "pods").start()
+        backers = PodBackers.for_rendered(core, namespace, "linear", pipeline, tmp_path)
         load: LoadGenerator | None = None
         try:
             wait_for(

@@ -22,7 +22,6 @@ from typing import Any
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import running_operator
-from e2e.triton_repo import add_model, for_cpu
 from kubernetes import client
 
 from shoal.render.autoscaler import QUEUE_METRIC, REQUIRED_REPLICAS_METRIC
@@ -76,11 +75,7 @@ def test_the_forecast_scales_a_model_its_queue_target_would_not(
         )
         shoal.create(_model(pool), namespace)
         wait_ready(shoal, namespace, "linear")
-        rendered = core.read_namespaced_config_map("linear-model-config", namespace)
-        assert rendered.data is not None
-        repo = tmp_path / "repo"
-        add_model(repo, for_cpu(rendered.data["config.pbtxt"]), model_py="linear_cost.py")
-        backers = PodBackers(core, namespace, "linear", repo, pipeline, tmp_path / "pods").start()
+        backers = PodBackers.for_rendered(core, namespace, "linear", pipeline, tmp_path)
         load: LoadGenerator | None = None
         try:
             wait_for(
