@@ -99,6 +99,13 @@ def control_plane(data: dict[str, Any]) -> list[str]:
         f"in a no-op resync (target 0: {_verdict(top['noop_writes'] == 0)}), peak "
         f"{top['peak_rss_mb']:.0f} MB (target 150: {_verdict(top['peak_rss_mb'] < 150)}).",
     ]
+    ratios = [r["ready_s"] / r["plain_client_ready_s"] for r in data["results"]]
+    lines.append(
+        "Ready against the plain client, side by side in one run: "
+        + " / ".join(f"{x:.2f}x" for x in ratios)
+        + f" at {' / '.join(str(r['models']) for r in data['results'])} models (target "
+        f"1.15x at every size: {_verdict(max(ratios) <= 1.15)})."
+    )
     return lines
 
 
