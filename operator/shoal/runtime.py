@@ -17,6 +17,7 @@ from shoal.cache import Cache
 from shoal.controller import dispatch
 from shoal.kube.client import Kube, load_api_client
 from shoal.kube.verified import Verified
+from shoal.leader import Election, follower_liveness, lead
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 from shoal.state import Operator
@@ -56,7 +57,7 @@ def operator_settings(config: Settings) -> kopf.OperatorSettings:
         if watched.selector:
             selector = (watched.group, watched.version, watched.plural)
             settings.watching.label_selectors[selector] = watched.selector
-    # One active replica (Recreate strategy); no peering objects to install or clean.
+    # One active replica (the Lease's holder, shoal.leader); no kopf peering objects.
     settings.peering.standalone = True
     return settings
 
@@ -86,6 +87,13 @@ def run(config: Settings) -> None:
     if not config.verbose:
         # kopf says "Handler ... succeeded" for every event of every watched object.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    if config.leader_election_namespace:
+        logging.getLogger("leaderelection").setLevel(logging.WARNING)  # a line per retry
+        with follower_liveness(config.liveness_endpoint):
+            lead(
+                load_api_client(connections=2),
+                Election(config.leader_election_namespace, config.pod_name),
+            )
     kopf.run(
         settings=operator_settings(config),
         standalone=True,

@@ -67,6 +67,14 @@ class Settings(BaseModel):
         description="The operator's own image: the gateways' agent runs it.",
     )
     verbose: bool = Field(default=False, description="Log every API call kopf makes.")
+    leader_election_namespace: str | None = Field(
+        default=None,
+        description="Where the leader Lease is; set, only the replica holding it "
+        "reconciles (run two or more replicas). Unset: this replica always reconciles.",
+    )
+    pod_name: str = Field(
+        default="", description="This replica's name among the candidates (its pod's)."
+    )
     workers: int = Field(
         default=16, ge=1, le=256, description="Threads that run reconciles concurrently."
     )
@@ -103,6 +111,8 @@ class Settings(BaseModel):
             ("watch_server_timeout", "SHOAL_WATCH_SERVER_TIMEOUT"),
             ("watch_client_timeout", "SHOAL_WATCH_CLIENT_TIMEOUT"),
             ("workers", "SHOAL_WORKERS"),
+            ("leader_election_namespace", "SHOAL_LEADER_ELECTION_NAMESPACE"),
+            ("pod_name", "POD_NAME"),
             ("verbose", "SHOAL_VERBOSE"),
             ("gateway_namespace", "SHOAL_GATEWAY_NAMESPACE"),
             ("gateway_image", "SHOAL_GATEWAY_IMAGE"),

@@ -152,7 +152,7 @@ def test_install_upgrade_uninstall(
     ) == "restricted"
     assert "Shoal 0.1.0 is running" in install.stdout
     deployment = apps.read_namespaced_deployment(RELEASE, NAMESPACE)
-    assert deployment.status.available_replicas == 1
+    assert deployment.status.available_replicas == 2  # a leader and a follower
     assert rbac.read_cluster_role(RELEASE).rules
     client.AdmissionregistrationV1Api(api).read_validating_admission_policy(
         "shoal-tenant-pool-admission"
