@@ -188,6 +188,7 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "scaling.targetP95Latency", "2s"),
     FieldCase(IM, "scaling.predictive", {}),
     FieldCase(IM, "scaling.predictive.headroomPercent", 50, {"scaling.predictive": {}}),
+    FieldCase(IM, "scaling.predictive.warmPool", True, {"scaling.predictive": {}}),
     FieldCase(IM, "scaling.scaleUp", {"stabilizationWindow": "30s"}),
     FieldCase(
         IM,

@@ -22,6 +22,7 @@ from shoal.autoscale.signals import (
 )
 from shoal.render.autoscaler import REQUIRED_REPLICAS_METRIC, horizontal_autoscaler
 from shoal.render.batching import effective_batching
+from shoal.render.schedule import Floor, raised
 
 RANKER = {"namespace": "team", "inferencemodel": "ranker"}
 
@@ -123,3 +124,10 @@ def test_predictive_models_scale_on_the_required_replicas_too() -> None:
     assert (
         predictive["spec"]["metrics"][: len(plain["spec"]["metrics"])] == plain["spec"]["metrics"]
     )
+
+
+def test_a_measured_warm_pool_only_raises_the_floor() -> None:
+    floor = Floor(2, ("business-hours",))
+    assert raised(floor, None) == floor
+    assert raised(floor, 1) == floor
+    assert raised(floor, 5) == Floor(5, ("business-hours",))

@@ -359,6 +359,12 @@ class Predictive(SpecModel):
         description="Capacity kept beyond the forecast and its learned error, in percent "
         "of them (the forecast already covers its own past misses).",
     )
+    warm_pool: bool = Field(
+        default=False,
+        description="Size the warm pool from what the forecast has missed by within one "
+        "cold start: minReplicas rises to the replicas that error needs (never below "
+        "spec.scaling.minReplicas), so the capacity a surprise needs is already standing.",
+    )
 
 
 class Scaling(SpecModel):
@@ -559,7 +565,8 @@ class InferenceModelStatus(SpecModel):
     warm_pool: int | None = Field(
         default=None,
         ge=0,
-        description="The warm pool now: minReplicas, or more while a schedule is open.",
+        description="The warm pool now: minReplicas, or more while a schedule is open or "
+        "the predictive warm pool asks for more.",
     )
     open_schedules: list[str] = Field(
         default_factory=list, description="Scheduled windows open now."

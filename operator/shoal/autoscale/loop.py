@@ -35,6 +35,7 @@ from shoal.autoscale.predict import (
     estimate_capacity,
     forecast_demand,
     required_replicas,
+    warm_pool_replicas,
 )
 from shoal.autoscale.predictions import ModelKey, Prediction
 from shoal.autoscale.signals import (
@@ -140,9 +141,16 @@ def predict_round(op: Operator, now: float | None = None) -> None:
                 counters.get(key, []), settings, before.capacity if before else None
             )
             required: int | None = None
+            warm_pool: int | None = None
             predictive = model.spec.scaling.predictive
             assert predictive is not None  # predictive_models() kept only these
             if capacity is not None:
+                warm_pool = warm_pool_replicas(
+                    forecast,
+                    capacity,
+                    min_replicas=model.spec.scaling.min_replicas,
+                    max_replicas=model.spec.scaling.max_replicas,
+                )
                 required = required_replicas(
                     forecast,
                     capacity,
@@ -152,7 +160,7 @@ def predict_round(op: Operator, now: float | None = None) -> None:
                 )
             elif forecast.demand == 0:
                 required = 0  # nothing to serve: no replica needed, whatever one sustains
-            latest[key] = Prediction(forecast.demand, capacity, required, cold)
+            latest[key] = Prediction(forecast.demand, capacity, required, cold, warm_pool)
     publish(op.predictions.keys(), latest)
     op.predictions.replace(latest)
 

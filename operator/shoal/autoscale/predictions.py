@@ -21,6 +21,8 @@ class Prediction:
     capacity: CapacityEstimate | None
     required: int | None
     cold_start_s: float | None
+    # The replicas the forecast's learned error needs standing (predictive.warmPool).
+    warm_pool: int | None = None
 
     def status(self) -> dict[str, Any]:
         """The model's status fields (camelCase), rounded for reading."""

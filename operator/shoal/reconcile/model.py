@@ -29,7 +29,7 @@ from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.desired import model_objects
 from shoal.render.gateway import gateway_host
 from shoal.render.names import GRPC_PORT, HTTP_PORT
-from shoal.render.schedule import Floor, floor_at, next_change
+from shoal.render.schedule import Floor, floor_at, next_change, raised
 from shoal.state import POOL_GATHER_SECONDS, Operator
 
 log = logging.getLogger(__name__)
@@ -212,6 +212,10 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
     now = dt.datetime.now(dt.UTC)
     try:
         floor = floor_at(model.spec.scaling, now)
+        predictive = model.spec.scaling.predictive
+        if predictive is not None and predictive.warm_pool:
+            found = op.predictions.get((model.metadata.namespace or "", model.metadata.name))
+            floor = raised(floor, found.warm_pool if found else None)
         upcoming = next_change(model.spec.scaling, now)
     except (ValueError, KeyError, LookupError) as exc:
         return stalled("InvalidSchedule", f"A scaling schedule cannot be evaluated: {exc}")

@@ -93,6 +93,13 @@ def floor_at(scaling: Scaling, now: dt.datetime) -> Floor:
     return Floor(floor, tuple(w.name for w in open_windows))
 
 
+def raised(floor: Floor, warm_pool: int | None) -> Floor:
+    """``floor`` raised to a measured warm pool (predictive scaling's), if larger."""
+    if warm_pool is None or warm_pool <= floor.min_replicas:
+        return floor
+    return Floor(warm_pool, floor.open_windows)
+
+
 def next_change(scaling: Scaling, now: dt.datetime) -> dt.datetime | None:
     """The next moment one of the model's scheduled windows opens or closes."""
     return next_window_change(scaling.schedules, now)
