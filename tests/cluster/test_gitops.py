@@ -146,19 +146,20 @@ def test_kustomize_default_installs_the_crds_and_the_operator(
 def test_the_operators_own_pod_passes_the_restricted_profile(
     api: client.ApiClient, crds: list[str], operator_kubeconfig: Path
 ) -> None:
-    """shoal-system enforces `restricted`; the operator Deployment's pod is admitted."""
+    """shoal-system enforces `restricted`; the operator Deployment's pods (a leader and a
+    follower) are admitted."""
     core = client.CoreV1Api(api)
     labels = core.read_namespace("shoal-system").metadata.labels
     assert labels is not None
     assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
     pods = wait_for(
-        "the operator's pod admitted and Running",
+        "the operator's two pods admitted and Running",
         lambda: (
             core.list_namespaced_pod(
                 "shoal-system", label_selector="app.kubernetes.io/component=operator"
             ).items
         ),
-        lambda ps: len(ps) == 1 and ps[0].status.phase == "Running",
+        lambda ps: len(ps) == 2 and all(p.status.phase == "Running" for p in ps),
         timeout=60,
     )
-    assert pods[0].spec.security_context.run_as_non_root is True
+    assert all(p.spec.security_context.run_as_non_root is True for p in pods)

@@ -40,7 +40,7 @@ def _model(pool: str) -> dict[str, Any]:
         "minReplicas": 1,
         "maxReplicas": 4,
         "targetQueueDepth": TARGET_QUEUE,
-        "predictive": {},
+        "predictive": {"enabled": True},
     }
     body = linear_model(20, 2, pool=pool, gpus=1, scaling=scaling)
     body["spec"]["batchPolicy"] = {"name": "small"}

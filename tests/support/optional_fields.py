@@ -115,6 +115,7 @@ TOLERATION = {"key": "shoal.dev/case", "operator": "Exists"}
 QUEUE = {"priority": 1, "policy": {"maxQueueSize": 8}}
 PRIORITY_LEVELS = {"priorityLevels": 2}
 EXISTS_APP = {"key": "app", "operator": "Exists"}
+ON = {"enabled": True}
 WINDOW = {
     "name": "always",
     "start": "0 0 * * *",
@@ -186,9 +187,9 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "scaling.maxReplicas", 6),
     FieldCase(IM, "scaling.targetQueueDepth", 5),
     FieldCase(IM, "scaling.targetP95Latency", "2s"),
-    FieldCase(IM, "scaling.predictive", {}),
-    FieldCase(IM, "scaling.predictive.headroomPercent", 50, {"scaling.predictive": {}}),
-    FieldCase(IM, "scaling.predictive.warmPool", True, {"scaling.predictive": {}}),
+    FieldCase(IM, "scaling.predictive", {"enabled": True}),
+    FieldCase(IM, "scaling.predictive.headroomPercent", 50, {"scaling.predictive": ON}),
+    FieldCase(IM, "scaling.predictive.warmPool", True, {"scaling.predictive": ON}),
     FieldCase(IM, "scaling.scaleUp", {"stabilizationWindow": "30s"}),
     FieldCase(
         IM,

@@ -115,7 +115,9 @@ def test_predictive_models_scale_on_the_required_replicas_too() -> None:
     batching = effective_batching(_model(), None)
     plain = horizontal_autoscaler(_model(), batching, pool)
     assert REQUIRED_REPLICAS_METRIC not in _metric_names(plain)
-    predictive = horizontal_autoscaler(_model(predictive={}), batching, pool)
+    disabled = horizontal_autoscaler(_model(predictive={"enabled": False}), batching, pool)
+    assert disabled == plain
+    predictive = horizontal_autoscaler(_model(predictive={"enabled": True}), batching, pool)
     metric = predictive["spec"]["metrics"][-1]["object"]
     assert metric["metric"]["name"] == REQUIRED_REPLICAS_METRIC
     # AverageValue 1: the HPA's desired count is the published number itself.

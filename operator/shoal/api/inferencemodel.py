@@ -352,6 +352,11 @@ class Predictive(SpecModel):
     counters) and publishes the replicas that needs; the HPA scales on that beside the
     reactive metrics, which stay as a safety net."""
 
+    enabled: bool = Field(
+        description="Whether the operator scales the model ahead of demand. Required, so "
+        "the object is never empty: server-side apply turns a changed-to-empty object into "
+        "null, which the API server then refuses.",
+    )
     headroom_percent: int = Field(
         default=0,
         ge=0,

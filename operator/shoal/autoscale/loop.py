@@ -64,7 +64,8 @@ def predictive_models(op: Operator) -> list[tuple[InferenceModel, dict[str, Any]
     """The served models that ask for predictive scaling, with their BatchPolicy."""
     out = []
     for body in op.cache.all("InferenceModel"):
-        if ((body.get("spec") or {}).get("scaling") or {}).get("predictive") is None:
+        predictive = ((body.get("spec") or {}).get("scaling") or {}).get("predictive") or {}
+        if not predictive.get("enabled"):
             continue
         try:
             model = parse_object(InferenceModel, body)

@@ -213,7 +213,7 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
     try:
         floor = floor_at(model.spec.scaling, now)
         predictive = model.spec.scaling.predictive
-        if predictive is not None and predictive.warm_pool:
+        if predictive is not None and predictive.enabled and predictive.warm_pool:
             found = op.predictions.get((model.metadata.namespace or "", model.metadata.name))
             floor = raised(floor, found.warm_pool if found else None)
         upcoming = next_change(model.spec.scaling, now)
@@ -362,7 +362,8 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
         elif refresh or condition(body.get("status"), "MetricsAvailable") is None:
             metrics = metrics_status(op.metrics.figures(namespace, name))
             prediction = op.predictions.get((namespace, name))
-            if prediction is not None and model is not None and model.spec.scaling.predictive:
+            predictive = model.spec.scaling.predictive if model is not None else None
+            if prediction is not None and predictive is not None and predictive.enabled:
                 metrics[0].update(prediction.status())
     before = condition(body.get("status"), "Ready")
     replicas_before = (body.get("status") or {}).get("replicas")

@@ -132,7 +132,7 @@ def horizontal_autoscaler(
                 },
             }
         )
-    if scaling.predictive is not None:
+    if scaling.predictive is not None and scaling.predictive.enabled:
         # The replicas the operator's forecast needs (shoal.autoscale): AverageValue 1
         # makes the HPA's desired count that number. The reactive metrics above stay: the
         # HPA follows whichever asks for more, so a wrong forecast cannot starve a model.
