@@ -22,9 +22,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends haproxy \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/shoal /opt/shoal
-# Two malloc arenas: the reconcile workers' threads would otherwise each get one, and
-# the operator's memory would grow with them (benchmarks/control_plane.py measures it).
-ENV PATH=/opt/shoal/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 MALLOC_ARENA_MAX=2
+ENV PATH=/opt/shoal/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["shoal"]

@@ -45,8 +45,6 @@ def running_operator(
         SHOAL_RESYNC_SECONDS=f"{resync_seconds:g}",
         SHOAL_LIVENESS_ENDPOINT=f"http://127.0.0.1:{port}/healthz",
         SHOAL_METRICS_PORT=str(metrics_port),
-        # As the operator's image sets it (Dockerfile).
-        MALLOC_ARENA_MAX="2",
     )
     shoal = Path(sys.executable).parent / "shoal"
     with log.open("wb") as out:
