@@ -183,7 +183,11 @@ async def stop(memo: Any, **_: Any) -> None:
         task = getattr(memo, name, None)
         if task is not None:
             task.cancel()
-    state(memo).stop()
+    op = state(memo)
+    op.stop()
+    if op.leadership is not None:
+        # Once nothing reconciles any more: a follower may start at once.
+        await asyncio.get_running_loop().run_in_executor(None, op.leadership.release)
 
 
 async def _resync_forever(op: Operator) -> None:

@@ -6,8 +6,9 @@ liveness probe, until it holds the Lease; then the operator starts. Losing the L
 (it could not be renewed within the renew deadline: the API server unreachable, or
 another replica took it) ends the process at once, as controller-runtime does, so two
 replicas never reconcile together for longer than the renew deadline; the kubelet
-restarts it as a follower. A killed leader's Lease expires after the lease duration and
-a follower takes over.
+restarts it as a follower. A leader that stops gracefully releases the Lease, and a
+follower takes it at its next retry; a killed leader's Lease expires after the lease
+duration first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 from kubernetes import client
@@ -73,19 +75,58 @@ def follower_liveness(endpoint: str) -> Iterator[None]:
         server.server_close()
 
 
+class _Lock(LeaseLock):
+    """The client's Lease lock, which stops renewing once the Lease is released."""
+
+    released = False
+
+    def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        if self.released:
+            return False
+        return bool(super().update(name, namespace, updated_record))  # type: ignore[no-untyped-call]
+
+
+@dataclass
+class Leadership:
+    """This replica's hold on the Lease."""
+
+    lock: _Lock
+    identity: str
+
+    def release(self) -> None:
+        """Hand the Lease over at once (a graceful stop): stop renewing it and clear its
+        holder, so a follower takes it at its next retry instead of waiting for it to
+        expire. Only when this replica still holds it."""
+        self.lock.released = True
+        api: client.CoordinationV1Api = self.lock.api_instance
+        try:
+            lease = api.read_namespaced_lease(self.lock.name, self.lock.namespace)
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return
+            lease.spec.holder_identity = None
+            # The resourceVersion read above: a Lease taken meanwhile is left alone.
+            api.replace_namespaced_lease(self.lock.name, self.lock.namespace, lease)
+            log.info("released the leader Lease %s/%s", self.lock.namespace, self.lock.name)
+        except client.ApiException as exc:
+            log.warning("releasing the leader Lease failed: %s", exc.reason)
+
+
 def lead(
     api: client.ApiClient,
     election: Election,
     on_lost: Callable[[], None] | None = None,
-) -> None:
+) -> Leadership:
     """Block until this replica holds the Lease; keep renewing it in the background.
-    ``on_lost`` runs if it is ever lost (by default the process exits with status 1)."""
+    ``on_lost`` runs if it is ever lost (by default the process exits with status 1),
+    unless it was released."""
     identity = election.who()
-    lock = LeaseLock(LEASE_NAME, election.namespace, identity)  # type: ignore[no-untyped-call]
+    lock = _Lock(LEASE_NAME, election.namespace, identity)  # type: ignore[no-untyped-call]
     lock.api_instance = client.CoordinationV1Api(api)
     leading = threading.Event()
 
     def lost() -> None:
+        if lock.released:
+            return  # handed over on purpose: the process is stopping
         log.error("lost the leader Lease %s/%s: stopping", election.namespace, LEASE_NAME)
         if on_lost is not None:
             on_lost()
@@ -108,3 +149,4 @@ def lead(
     ).start()
     leading.wait()
     log.info("leading (Lease %s/%s, as %s)", election.namespace, LEASE_NAME, identity)
+    return Leadership(lock, identity)

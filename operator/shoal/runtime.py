@@ -87,13 +87,16 @@ def run(config: Settings) -> None:
     if not config.verbose:
         # kopf says "Handler ... succeeded" for every event of every watched object.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    leadership = None
     if config.leader_election_namespace:
         logging.getLogger("leaderelection").setLevel(logging.WARNING)  # a line per retry
         with follower_liveness(config.liveness_endpoint):
-            lead(
+            leadership = lead(
                 load_api_client(connections=2),
                 Election(config.leader_election_namespace, config.pod_name),
             )
+    op = build(config)
+    op.leadership = leadership
     kopf.run(
         settings=operator_settings(config),
         standalone=True,
@@ -101,5 +104,5 @@ def run(config: Settings) -> None:
         # Watching some namespaces: the gateways' too (their replicas are peers).
         namespaces=[*config.namespaces, config.gateway_namespace] if config.namespaces else [],
         liveness_endpoint=config.liveness_endpoint,
-        memo=kopf.Memo(operator=build(config)),
+        memo=kopf.Memo(operator=op),
     )

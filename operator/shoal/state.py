@@ -18,6 +18,7 @@ from shoal.cache import Cache
 from shoal.gateway.keys import Issuer
 from shoal.kube.client import Kube
 from shoal.kube.verified import Verified
+from shoal.leader import Leadership
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 from shoal.telemetry import QUEUE_DEPTH
@@ -48,6 +49,8 @@ class Operator:
     # When each object's next time window (a model's scheduled floor, a gateway's limits)
     # opens or closes: (kind, namespace, name) -> moment.
     _wakeups: dict[tuple[str, str, str], dt.datetime] = field(default_factory=dict, init=False)
+    # This replica's hold on the leader Lease, released on a graceful stop (shoal.leader).
+    leadership: Leadership | None = field(default=None, init=False)
     # What the predictive loop found for each model (shoal.autoscale.loop).
     predictions: Predictions = field(default_factory=Predictions, init=False)
     # The cluster's service-account token issuer and keys, for the gateways.

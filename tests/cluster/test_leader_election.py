@@ -1,7 +1,8 @@
 """Two operator replicas, one leader: the follower waits, answering its liveness probe,
-and takes over within the lease duration when the leader is killed (kill -9: no chance
-to hand the Lease over). Real ``shoal run`` processes as the operator's ServiceAccount,
-with the Role manifests/base grants for the Lease.
+takes over within the lease duration when the leader is killed (kill -9: no chance to
+hand the Lease over), and at its next retry when the leader stops gracefully. Real
+``shoal run`` processes as the operator's ServiceAccount, with the Role manifests/base
+grants for the Lease.
 
 Only the leader runs kopf, so only the leader serves the operator's metrics: a follower
 whose metrics endpoint answered would be reconciling.
@@ -52,6 +53,22 @@ def _reconciles(metrics_url: str) -> float:
     )
 
 
+def _settings(name: str, namespace: str) -> dict[str, str]:
+    return {
+        "SHOAL_LEADER_ELECTION_NAMESPACE": LEASE_NAMESPACE,
+        "POD_NAME": name,
+        "SHOAL_NAMESPACES": namespace,
+    }
+
+
+def _forget_lease(coordination: client.CoordinationV1Api) -> None:
+    try:
+        coordination.delete_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 def test_the_follower_takes_over_when_the_leader_is_killed(
     api: client.ApiClient, operator_kubeconfig: Path, namespace: str, tmp_path: Path
 ) -> None:
@@ -60,11 +77,7 @@ def test_the_follower_takes_over_when_the_leader_is_killed(
     first, second = f"shoal-operator-a-{run}", f"shoal-operator-b-{run}"
 
     def settings(name: str) -> dict[str, str]:
-        return {
-            "SHOAL_LEADER_ELECTION_NAMESPACE": LEASE_NAMESPACE,
-            "POD_NAME": name,
-            "SHOAL_NAMESPACES": namespace,
-        }
+        return _settings(name, namespace)
 
     try:
         with running_operator(
@@ -108,8 +121,40 @@ def test_the_follower_takes_over_when_the_leader_is_killed(
                     timeout=30,
                 )
     finally:
-        try:
-            coordination.delete_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE)
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+        _forget_lease(coordination)
+
+
+def test_a_leader_that_stops_hands_the_lease_over(
+    api: client.ApiClient, operator_kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    """SIGTERM (a rolling update, a drain): the leader stops reconciling and clears the
+    Lease's holder, and the follower leads at its next retry, not a lease duration on."""
+    coordination = client.CoordinationV1Api(api)
+    run = uuid.uuid4().hex[:6]
+    first, second = f"shoal-operator-c-{run}", f"shoal-operator-d-{run}"
+    try:
+        with running_operator(
+            operator_kubeconfig, tmp_path / "c.log", env=_settings(first, namespace)
+        ) as leader:
+            wait_for("c to lead", lambda: _holder(coordination), lambda h: h == first, timeout=60)
+            with running_operator(
+                operator_kubeconfig, tmp_path / "d.log", env=_settings(second, namespace)
+            ) as follower:
+                wait_for("c to reconcile", lambda: _serves(leader.metrics_url), bool, timeout=60)
+                os.kill(leader.pid, signal.SIGTERM)
+                stopped = time.monotonic()
+                wait_for(
+                    "d to take the Lease",
+                    lambda: _holder(coordination),
+                    lambda h: h == second,
+                    timeout=LEASE_SECONDS + 30,
+                    interval=0.2,
+                )
+                took_lease = time.monotonic() - stopped
+                wait_for("d to run", lambda: _serves(follower.metrics_url), bool, timeout=60)
+                print(f"handover: Lease in {took_lease:.1f} s")
+                # Well before the Lease could have expired.
+                assert took_lease < LEASE_SECONDS / 2, took_lease
+        assert "released the leader Lease" in (tmp_path / "c.log").read_text()
+    finally:
+        _forget_lease(coordination)
