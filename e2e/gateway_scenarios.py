@@ -543,6 +543,13 @@ def _rps(samples: Sequence[gw.Sample]) -> float:
     return round(len(samples) / max(span, 1e-9), 1)
 
 
+# How long B sends before its limit is lowered, and how long after that its count of the
+# last 10 s certainly stays over the new limit (20 a second for 10 s is 200; at 10 a
+# second the limit is 100 in 10 s; the oldest leave the window only after 5 s).
+B_HISTORY_S = 11.0
+B_COUNTED_S = 4.0
+
+
 def limits_change(
     workdir: Path, *, requests: int = 10_000, clients: int = 12, changes: int = 3
 ) -> dict[str, Any]:
@@ -576,6 +583,15 @@ def limits_change(
             ):
                 for step in range(1, len(a_caps)):
                     b_rate = 10 if step == len(a_caps) - 1 else 50
+                    if b_rate == 10:
+                        # B's count of the last 10 s is then about 200: at 10 a second it
+                        # is over the new limit's 100 for at least 5 s after the change.
+                        gw.wait_until(
+                            "10 s of B's requests",
+                            lambda: time.monotonic() - started > B_HISTORY_S,
+                            timeout=B_HISTORY_S + 5,
+                            step=0.2,
+                        )
                     new = gateway.base_config(tenants(step, b_rate), routes)
                     applied = gateway.apply(new)[0]
                     reloads.append(
@@ -598,6 +614,8 @@ def limits_change(
     b_before = [s for s in b.samples if s.started < reloads[-1]["at_s"] + started - 1]
     b_after = [s for s in b.samples if s.started > last_change + 1]
     b_after_ok = [s for s in b_after if s.status == 200]
+    # While B's count from before the change still holds it over the new limit.
+    b_counted = [s for s in b_after if s.started < last_change + B_COUNTED_S]
     return {
         "a_requests": len(a.samples),
         "a_failed": len(a_failed),
@@ -608,6 +626,7 @@ def limits_change(
         "b_limit_after_rps": 10,
         "b_before_last_change": {str(k): v for k, v in gw.statuses(b_before).items()},
         "b_after_last_change": {str(k): v for k, v in gw.statuses(b_after).items()},
+        "b_while_counted": {str(k): v for k, v in gw.statuses(b_counted).items()},
         "b_admitted_rps_after": round(
             len(b_after_ok) / max(1e-9, max(s.started for s in b_after) - (last_change + 1)), 1
         )
