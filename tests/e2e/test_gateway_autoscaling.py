@@ -23,7 +23,7 @@ from kubernetes import client
 from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, QUEUE_METRIC
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience
 from tests.support.hpa import readings
-from tests.support.shoal_objects import Shoal, wait_ready
+from tests.support.shoal_objects import Shoal, batch_policy, wait_ready
 from tests.support.wait import wait_for
 
 MAX_BATCH = 4
@@ -53,15 +53,7 @@ def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
     apps, scaling = client.AppsV1Api(api), client.AutoscalingV2Api(api)
     with shoal.pool([namespace], gpus=8) as pool:
         shoal.patch("TenantPool", pool, {"spec": {"gateway": {"replicas": 1}}})
-        shoal.create(
-            {
-                "apiVersion": "shoal.dev/v1alpha1",
-                "kind": "BatchPolicy",
-                "metadata": {"name": "small"},
-                "spec": {"maxBatchSize": MAX_BATCH},
-            },
-            namespace,
-        )
+        shoal.create(batch_policy("small", maxBatchSize=MAX_BATCH), namespace)
         shoal.create(_model(pool), namespace)
         wait_ready(shoal, namespace, "linear")
         backers = PodBackers.for_rendered(core, namespace, "linear", pipeline, tmp_path)

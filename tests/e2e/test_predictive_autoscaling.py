@@ -26,7 +26,7 @@ from kubernetes import client
 
 from shoal.render.autoscaler import QUEUE_METRIC, REQUIRED_REPLICAS_METRIC
 from tests.support.hpa import readings
-from tests.support.shoal_objects import Shoal, wait_ready
+from tests.support.shoal_objects import Shoal, batch_policy, wait_ready
 from tests.support.wait import wait_for
 
 # Out of reach of 24 clients: only the forecast can ask for replicas.
@@ -64,15 +64,7 @@ def test_the_forecast_scales_a_model_its_queue_target_would_not(
         shoal.pool([namespace], gpus=8) as pool,
     ):
         pipeline.scrape_operator(op.metrics_url)
-        shoal.create(
-            {
-                "apiVersion": "shoal.dev/v1alpha1",
-                "kind": "BatchPolicy",
-                "metadata": {"name": "small"},
-                "spec": {"maxBatchSize": MAX_BATCH},
-            },
-            namespace,
-        )
+        shoal.create(batch_policy("small", maxBatchSize=MAX_BATCH), namespace)
         shoal.create(_model(pool), namespace)
         wait_ready(shoal, namespace, "linear")
         backers = PodBackers.for_rendered(core, namespace, "linear", pipeline, tmp_path)
