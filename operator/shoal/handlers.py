@@ -236,9 +236,15 @@ def watch_freshness(memo: Any, **kwargs: Any) -> int:
     allowance, fail the probe and so restart the operator."""
     op = state(memo)
     delivered: kopf.Index[tuple[str, str], str] = kwargs["index_inferencemodels"]
+    try:
+        models = listed(op, "InferenceModel")
+    except Exception as exc:
+        # Failing at once: kopf would retry any other error inside the probe's request
+        # (a minute later), leaving the probe unanswered for that long.
+        raise kopf.PermanentError(f"cannot list the models the watch serves: {exc}") from exc
     listing = {
         (m["metadata"]["namespace"], m["metadata"]["name"]): m["metadata"]["resourceVersion"]
-        for m in listed(op, "InferenceModel")
+        for m in models
     }
     watched = {key: next(iter(versions)) for key, versions in delivered.items()}
     behind = stale_keys(listing, watched, op.watch_lag)

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -83,9 +84,15 @@ class Kube:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self.api.call_api(
-            method, url, header_params=headers, body=payload, _request_timeout=30
-        )
+        try:
+            response = self.api.call_api(
+                method, url, header_params=headers, body=payload, _request_timeout=30
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            # Unreachable (restarting, partitioned): an API error like any other
+            # transient one, retried with backoff, logged as one line.
+            reason = getattr(exc, "reason", None) or exc
+            raise ApiException(status=0, reason=f"API server unreachable: {reason}") from exc
         raw = response.read()  # type: ignore[no-untyped-call]
         if not 200 <= response.status < 300:
             raise ApiException(http_resp=response)
