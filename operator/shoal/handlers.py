@@ -24,6 +24,7 @@ import prometheus_client
 from shoal import __version__
 from shoal.api.constants import API_VERSION, GATEWAY_LABEL, POOL_LABEL
 from shoal.autoscale.loop import PREDICT_SECONDS, predict_round
+from shoal.kube.client import ApiError
 from shoal.resync import listed, resync_all
 from shoal.state import ENDPOINTS_GATHER_SECONDS, Operator
 from shoal.telemetry import EVENTS, STALE_WATCH, stale_keys
@@ -207,6 +208,10 @@ async def _resync_forever(op: Operator) -> None:
         await asyncio.sleep(delay)
         try:
             await loop.run_in_executor(None, resync_all, op)
+        except ApiError as exc:  # transient: the next round lists again
+            logging.getLogger(__name__).warning(
+                "periodic resync failed: API error %s %s", exc.status, exc.reason
+            )
         except Exception:
             logging.getLogger(__name__).exception("periodic resync failed")
 
