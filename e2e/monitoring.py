@@ -11,11 +11,12 @@ Deployment; KWOK starts the new pods, and the backers start their servers.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,15 @@ class Prometheus:
         return self.workdir / "triton-targets.json"
 
     @property
+    def model_targets_dir(self) -> Path:
+        """One target file per model (``targets_file_for``), for backers of several
+        models at once; scraped by the same job as ``targets_file``."""
+        return self.workdir / "triton-targets.d"
+
+    def targets_file_for(self, namespace: str, model: str) -> Path:
+        return self.model_targets_dir / f"{namespace}_{model}.json"
+
+    @property
     def gateway_targets_file(self) -> Path:
         """The pools' gateways (e2e/gateway_pods.py), labelled with their pool."""
         return self.workdir / "gateway-targets.json"
@@ -70,6 +80,7 @@ class Prometheus:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.targets_file.write_text("[]")
+        self.model_targets_dir.mkdir(exist_ok=True)
         self.gateway_targets_file.write_text("[]")
         self.operator_targets_file.write_text("[]")
         config = {
@@ -78,11 +89,13 @@ class Prometheus:
             "scrape_configs": [
                 {
                     "job_name": job,
-                    "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "1s"}],
+                    "file_sd_configs": [
+                        {"files": [str(f) for f in targets], "refresh_interval": "1s"}
+                    ],
                 }
                 for job, targets in (
-                    ("shoal-triton", self.targets_file),
-                    ("shoal-gateway", self.gateway_targets_file),
+                    ("shoal-triton", (self.targets_file, self.model_targets_dir / "*.json")),
+                    ("shoal-gateway", (self.gateway_targets_file,)),
                 )
             ]
             + [
@@ -220,7 +233,10 @@ class MetricsAdapter:
 
 @dataclass
 class PodBackers:
-    """One real tritonserver per Running pod of a model, scraped under the pod's name."""
+    """One real tritonserver per Running pod of a model, scraped under the pod's name.
+
+    ``own_targets``: list them in the model's own target file rather than the shared one,
+    which holds one model's backers at a time."""
 
     core: client.CoreV1Api
     namespace: str
@@ -228,6 +244,7 @@ class PodBackers:
     repository: Path
     prometheus: Prometheus
     workdir: Path
+    own_targets: bool = False
     servers: dict[str, triton.TritonServer] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -242,13 +259,14 @@ class PodBackers:
         prometheus: Prometheus,
         workdir: Path,
         model_py: str = "linear_cost.py",
+        own_targets: bool = False,
     ) -> PodBackers:
         """Started backers serving the config the operator rendered for ``model`` (its
         ConfigMap, as each pod would mount it, adapted for the CPU) with ``model_py``."""
         rendered = core.read_namespaced_config_map(f"{model}-model-config", namespace)
         repo = workdir / "repo"
         add_model(repo, for_cpu((rendered.data or {})["config.pbtxt"]), model_py=model_py)
-        return cls(core, namespace, model, repo, prometheus, workdir / "pods").start()
+        return cls(core, namespace, model, repo, prometheus, workdir / "pods", own_targets).start()
 
     def start(self) -> PodBackers:
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -293,7 +311,12 @@ class PodBackers:
                 }
                 for pod, s in self.servers.items()
             ]
-        write_targets(self.prometheus.targets_file, targets)
+        path = (
+            self.prometheus.targets_file_for(self.namespace, self.model)
+            if self.own_targets
+            else self.prometheus.targets_file
+        )
+        write_targets(path, targets)
 
     def stop(self) -> None:
         self._stop.set()
@@ -356,3 +379,80 @@ class LoadGenerator:
         self._stop.set()
         for thread in self._threads:
             thread.join(30)
+
+
+@dataclass
+class OpenLoopLoad:
+    """Requests sent at set instants whatever the replies (an open loop: a slow server
+    does not slow the offered load, as it does LoadGenerator's clients), round-robin
+    over the backers.
+
+    Each request is recorded as (the instant it was due, its latency from that instant,
+    whether it got a 200): a request sent late, because the sender fell behind, counts
+    its lateness too, so a saturated server cannot hide its queue by slowing the sender.
+    """
+
+    urls: Callable[[], list[str]]
+    model: str
+    body: dict[str, Any]
+    offsets: Sequence[float]  # seconds after the start, ascending
+    timeout: float = 60.0
+    max_connections: int = 512
+    records: list[tuple[float, float, bool]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self, at: float | None = None) -> OpenLoopLoad:
+        """Send request i at ``at + offsets[i]``; ``at`` is a time.monotonic() instant
+        (now by default), so several loads can share one schedule's start."""
+        begin = time.monotonic() if at is None else at
+        self._thread = threading.Thread(target=asyncio.run, args=(self._run(begin),), daemon=True)
+        self._thread.start()
+        return self
+
+    async def _run(self, begin: float) -> None:
+        limits = httpx.Limits(
+            max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+        )
+        async with httpx.AsyncClient(timeout=self.timeout, limits=limits) as http:
+            pending: set[asyncio.Task[None]] = set()
+            for turn, offset in enumerate(self.offsets):
+                due = begin + offset
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                if self._stop.is_set():
+                    break
+                task = asyncio.create_task(self._send(http, turn, due))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            if pending:
+                await asyncio.wait(pending)
+
+    async def _send(self, http: httpx.AsyncClient, turn: int, due: float) -> None:
+        urls = self.urls()
+        ok = False
+        if urls:
+            url = urls[turn % len(urls)]
+            try:
+                reply = await http.post(f"{url}/v2/models/{self.model}/infer", json=self.body)
+                ok = reply.status_code == 200
+            except httpx.HTTPError:
+                pass
+        self.records.append((due, time.monotonic() - due, ok))
+
+    @property
+    def sent(self) -> int:
+        return len(self.records)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for _, _, ok in self.records if not ok)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Until every request is sent and answered (or timed out)."""
+        if self._thread:
+            self._thread.join(timeout)
+
+    def stop(self) -> None:
+        """Send nothing more; wait for the replies of what was sent."""
+        self._stop.set()
+        self.join(self.timeout + 5)
