@@ -57,6 +57,7 @@ from typing import Any, cast
 from e2e.cluster import local
 from e2e.cluster.local import HPA_SYNC_PERIOD
 from e2e.cluster.target import Target, resolve_target
+from e2e.hpa import quantity, readings
 from e2e.install import install_crds, kubectl_for, operator_kubeconfig
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import (
@@ -338,36 +339,17 @@ def ramp_lines(data: dict[str, Any]) -> list[str]:
 # The run: cluster, pipeline, operator, models, load (I/O from here on)
 
 
-def _quantity(text: str) -> float:
-    """A metric value as the HPA's status writes it ("250m", "3")."""
-    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
-
-
-def hpa_readings(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
-    """What the HPA last read of each metric, by name (per replica where averaged)."""
-    out: dict[str, float] = {}
-    for metric in (hpa.status.current_metrics if hpa.status else None) or []:
-        if metric.type == "Pods" and metric.pods and metric.pods.current.average_value:
-            out[metric.pods.metric.name] = _quantity(metric.pods.current.average_value)
-        elif metric.type == "Object" and metric.object:
-            current = metric.object.current
-            value = current.average_value or current.value
-            if value is not None:
-                out[metric.object.metric.name] = _quantity(value)
-    return out
-
-
 def hpa_figures(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
     """The HPA's last queue reading (per replica) and the required replicas it read: an
     AverageValue object metric reads per replica, so the operator's published count is
     that times the replicas the HPA had."""
-    readings = hpa_readings(hpa)
+    read = readings(hpa)
     out: dict[str, float] = {}
-    if QUEUE_METRIC in readings:
-        out["queue"] = readings[QUEUE_METRIC]
+    if QUEUE_METRIC in read:
+        out["queue"] = read[QUEUE_METRIC]
     current = hpa.status.current_replicas if hpa.status else None
-    if REQUIRED_REPLICAS_METRIC in readings and current:
-        out["required"] = round(readings[REQUIRED_REPLICAS_METRIC] * current, 2)
+    if REQUIRED_REPLICAS_METRIC in read and current:
+        out["required"] = round(read[REQUIRED_REPLICAS_METRIC] * current, 2)
     return out
 
 
@@ -375,7 +357,7 @@ def queue_target(hpa: client.V2HorizontalPodAutoscaler) -> float:
     """The queue depth per replica the HPA aims for, as the operator rendered it."""
     for metric in hpa.spec.metrics or []:
         if metric.type == "Pods" and metric.pods and metric.pods.metric.name == QUEUE_METRIC:
-            return _quantity(str(metric.pods.target.average_value))
+            return quantity(str(metric.pods.target.average_value))
     raise ValueError(f"no {QUEUE_METRIC} metric in the HPA")
 
 
@@ -635,7 +617,7 @@ def create_models(stack: ExitStack, kube: Kube, namespaces: dict[str, str], pool
 
 def pipeline_live(kube: Kube, namespaces: dict[str, str]) -> bool:
     """Both HPAs read the queue depth, and the predictive one the forecast."""
-    read = {name: hpa_readings(kube.hpa(namespace)) for name, namespace in namespaces.items()}
+    read = {name: readings(kube.hpa(namespace)) for name, namespace in namespaces.items()}
     return all(QUEUE_METRIC in r for r in read.values()) and (
         REQUIRED_REPLICAS_METRIC in read["predictive"]
     )

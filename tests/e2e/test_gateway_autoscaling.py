@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.gateway_pods import GatewayPods, service_account_token
+from e2e.hpa import readings
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
@@ -22,7 +23,6 @@ from kubernetes import client
 
 from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, QUEUE_METRIC
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience
-from tests.support.hpa import readings
 from tests.support.shoal_objects import Shoal, batch_policy, wait_ready
 from tests.support.wait import wait_for
 

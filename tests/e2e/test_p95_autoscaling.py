@@ -14,13 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from e2e.hpa import readings
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
 from kubernetes import client
 
 from shoal.render.autoscaler import P95_METRIC, QUEUE_METRIC
-from tests.support.hpa import readings
 from tests.support.shoal_objects import Shoal, wait_ready
 from tests.support.wait import wait_for
 

@@ -1,4 +1,4 @@
-"""What the HPA controller last read of each of its metrics."""
+"""What the HPA controller last read of each of its metrics (tests and benchmarks)."""
 
 from __future__ import annotations
 
