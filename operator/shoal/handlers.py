@@ -27,7 +27,7 @@ from shoal.autoscale.loop import PREDICT_SECONDS, predict_round
 from shoal.kube.client import ApiError
 from shoal.resync import listed, resync_all
 from shoal.state import ENDPOINTS_GATHER_SECONDS, Operator
-from shoal.telemetry import EVENTS, STALE_WATCH, stale_keys
+from shoal.telemetry import BUILD_INFO, EVENTS, STALE_WATCH, stale_keys
 from shoal.watched import CHILDREN, INDEXED, Watched
 
 
@@ -169,6 +169,7 @@ def _list_children(op: Operator) -> None:
 @kopf.on.startup()
 async def start(memo: Any, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
     op = state(memo)
+    BUILD_INFO.labels(__version__).set(1)
     if op.settings.metrics_port:
         prometheus_client.start_http_server(op.settings.metrics_port)
     memo.resync_task = asyncio.create_task(_resync_forever(op))

@@ -21,7 +21,7 @@ from shoal.kube.verified import Verified
 from shoal.leader import Leadership
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
-from shoal.telemetry import QUEUE_DEPTH
+from shoal.telemetry import QUEUE_DEPTH, ModelGauges
 from shoal.workqueue import WorkQueue
 
 # A pool's usage changes with every replica of every model it holds; its re-check waits
@@ -53,6 +53,8 @@ class Operator:
     leadership: Leadership | None = field(default=None, init=False)
     # What the predictive loop found for each model (shoal.autoscale.loop).
     predictions: Predictions = field(default_factory=Predictions, init=False)
+    # Each model's conditions and P95 target, as gauges the alerts read.
+    model_gauges: ModelGauges = field(default_factory=ModelGauges, init=False)
     # The cluster's service-account token issuer and keys, for the gateways.
     issuer: Issuer | None = field(default=None, init=False)
     # Models the API server lists at a version the watch has not delivered, and since

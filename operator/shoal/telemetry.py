@@ -3,8 +3,11 @@ probe runs."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -56,6 +59,60 @@ COLD_START = Gauge(
     "Median time a model's pods took from created to Ready.",
     ["namespace", "inferencemodel"],
 )
+BUILD_INFO = Gauge("shoal_build_info", "The operator's version; always 1.", ["version"])
+# Per model, for alerts and dashboards: the status conditions as the last pass wrote
+# them (1 for the current status of each type), and the P95 target when one is set.
+MODEL_CONDITION = Gauge(
+    "shoal_model_condition",
+    "An InferenceModel's status condition: 1 for its current status.",
+    ["namespace", "inferencemodel", "type", "status"],
+)
+MODEL_TARGET_P95 = Gauge(
+    "shoal_model_target_p95_seconds",
+    "An InferenceModel's P95 latency target (spec.scaling.targetP95Latency).",
+    ["namespace", "inferencemodel"],
+)
+
+
+@dataclass
+class ModelGauges:
+    """Publishes each model's conditions and P95 target as gauges, remembering what it
+    published for each model so a status or type no longer reported, an unset target
+    and a deleted model leave no series behind. Thread-safe."""
+
+    _published: dict[tuple[str, str], set[tuple[str, str]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish(
+        self,
+        namespace: str,
+        name: str,
+        conditions: list[dict[str, str]],
+        target_p95_s: float | None,
+    ) -> None:
+        current = {(c["type"], c["status"]) for c in conditions}
+        with self._lock:
+            before = self._published.pop((namespace, name), set())
+            for kind, status in before - current:
+                _discard(MODEL_CONDITION, namespace, name, kind, status)
+            for kind, status in current:
+                MODEL_CONDITION.labels(namespace, name, kind, status).set(1)
+            if current:
+                self._published[(namespace, name)] = current
+        if target_p95_s is None:
+            _discard(MODEL_TARGET_P95, namespace, name)
+        else:
+            MODEL_TARGET_P95.labels(namespace, name).set(target_p95_s)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.publish(namespace, name, [], None)
+
+
+def _discard(gauge: Gauge, *labels: str) -> None:
+    with contextlib.suppress(KeyError):
+        gauge.remove(*labels)
+
+
 STALE_WATCH = Gauge(
     "shoal_watch_stale_objects", "Objects whose latest version the watch has not delivered."
 )

@@ -10,6 +10,7 @@ import yaml
 from shoal.api.admission_policy import admission_policy
 from shoal.api.crd import KINDS, crd
 from shoal.api.reference import render_reference
+from shoal.metrics.alerts import alerting_rules
 from shoal.metrics.pipeline import adapter_rules, kubernetes_scrape_configs, recording_rules
 
 HEADER = "# Generated from operator/shoal by `make generate`. Do not edit.\n"
@@ -55,7 +56,13 @@ def rendered_files() -> dict[str, str]:
     files[f"{monitoring}/prometheus-scrape-config.yaml"] = HEADER + yaml.safe_dump(
         {"scrape_configs": kubernetes_scrape_configs()}, sort_keys=False, width=100
     )
+    files[f"{monitoring}/prometheus-alerts.yaml"] = HEADER + yaml.safe_dump(
+        alerting_rules(), sort_keys=False, width=100
+    )
     files["charts/shoal/files/prometheus-rules.yaml"] = files[f"{monitoring}/prometheus-rules.yaml"]
+    files["charts/shoal/files/prometheus-alerts.yaml"] = files[
+        f"{monitoring}/prometheus-alerts.yaml"
+    ]
     return files
 
 

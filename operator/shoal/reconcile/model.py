@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from shoal.api.admission import admits, refusals
 from shoal.api.batchpolicy import BatchPolicy
-from shoal.api.common import parse_object
+from shoal.api.common import parse_duration, parse_object
 from shoal.api.constants import API_VERSION, MODEL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
@@ -347,6 +347,7 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
     )
     if body is None or body["metadata"].get("deletionTimestamp"):
         op.set_wakeup("InferenceModel", name, None, namespace)
+        op.model_gauges.forget(namespace, name)
         return
     model: InferenceModel | None = None
     try:
@@ -368,6 +369,10 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
     before = condition(body.get("status"), "Ready")
     replicas_before = (body.get("status") or {}).get("replicas")
     new = model_status(model, body, outcome, metrics, _gateway_host(op, model))
+    target = model.spec.scaling.target_p95_latency if model is not None else None
+    op.model_gauges.publish(
+        namespace, name, new.get("conditions", []), parse_duration(target) if target else None
+    )
     if write_status(op.kube, op.cache, body, new):
         _announce(op, body, before, outcome.ready)
     op.set_wakeup("InferenceModel", name, outcome.next_change, namespace)
