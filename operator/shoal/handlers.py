@@ -19,7 +19,6 @@ import logging
 from typing import Any
 
 import kopf
-import prometheus_client
 
 from shoal import __version__
 from shoal.api.constants import API_VERSION, GATEWAY_LABEL, POOL_LABEL
@@ -27,7 +26,7 @@ from shoal.autoscale.loop import PREDICT_SECONDS, predict_round
 from shoal.kube.client import ApiError
 from shoal.resync import listed, resync_all
 from shoal.state import ENDPOINTS_GATHER_SECONDS, Operator
-from shoal.telemetry import BUILD_INFO, EVENTS, STALE_WATCH, stale_keys
+from shoal.telemetry import EVENTS, STALE_WATCH, stale_keys
 from shoal.watched import CHILDREN, INDEXED, Watched
 
 
@@ -169,9 +168,6 @@ def _list_children(op: Operator) -> None:
 @kopf.on.startup()
 async def start(memo: Any, logger: logging.Logger | logging.LoggerAdapter[Any], **_: Any) -> None:
     op = state(memo)
-    BUILD_INFO.labels(__version__).set(1)
-    if op.settings.metrics_port:
-        prometheus_client.start_http_server(op.settings.metrics_port)
     memo.resync_task = asyncio.create_task(_resync_forever(op))
     memo.predict_task = asyncio.create_task(_predict_forever(op))
     logger.info(

@@ -12,7 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import kopf
+import prometheus_client
 
+from shoal import __version__
 from shoal.cache import Cache
 from shoal.controller import dispatch
 from shoal.kube.client import Kube, load_api_client
@@ -21,6 +23,7 @@ from shoal.leader import Election, follower_liveness, lead
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 from shoal.state import Operator
+from shoal.telemetry import BUILD_INFO, LEADER
 from shoal.watched import CHILDREN
 
 
@@ -87,6 +90,12 @@ def run(config: Settings) -> None:
     if not config.verbose:
         # kopf says "Handler ... succeeded" for every event of every watched object.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # Every replica serves its metrics, followers too: a scrape target that answers
+    # only while leading would read as a target down. shoal_leader says which leads.
+    BUILD_INFO.labels(__version__).set(1)
+    LEADER.set(0)
+    if config.metrics_port:
+        prometheus_client.start_http_server(config.metrics_port)
     leadership = None
     if config.leader_election_namespace:
         logging.getLogger("leaderelection").setLevel(logging.WARNING)  # a line per retry
@@ -95,6 +104,7 @@ def run(config: Settings) -> None:
                 load_api_client(connections=2),
                 Election(config.leader_election_namespace, config.pod_name),
             )
+    LEADER.set(1)
     op = build(config)
     op.leadership = leadership
     kopf.run(

@@ -60,6 +60,9 @@ COLD_START = Gauge(
     ["namespace", "inferencemodel"],
 )
 BUILD_INFO = Gauge("shoal_build_info", "The operator's version; always 1.", ["version"])
+LEADER = Gauge(
+    "shoal_leader", "1 on the replica that holds the Lease and reconciles, 0 on a follower."
+)
 # Per model, for alerts and dashboards: the status conditions as the last pass wrote
 # them (1 for the current status of each type), and the P95 target when one is set.
 MODEL_CONDITION = Gauge(

@@ -118,10 +118,42 @@ def test_pod_monitors_select_the_pods_the_operator_renders(
     assert not selects(gateway["selector"], model_pod)
     assert gateway["namespaceSelector"] == {"matchNames": [DEFAULT_GATEWAY_NAMESPACE]}
     assert gateway["podMetricsEndpoints"][0]["relabelings"][0]["targetLabel"] == "pool"
-    # The operator's own series (required replicas per model) keep their labels.
-    operator = monitors[f"{RELEASE}-operator"]
-    assert operator["podMetricsEndpoints"] == [{"port": "metrics", "honorLabels": True}]
-    assert operator["selector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    assert set(monitors) == {f"{RELEASE}-triton", f"{RELEASE}-gateway"}
+
+
+def test_the_operator_is_scraped_through_its_metrics_service(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """Every operator replica behind one metrics Service; the ServiceMonitor keeps the
+    labels the operator's own series carry (required replicas per model) and carries
+    the label a Prometheus selects monitors by."""
+    out = helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        "--set",
+        "monitoring.serviceMonitor.enabled=true",
+        "--set",
+        "monitoring.additionalLabels.release=kps",
+        "--show-only",
+        "templates/metrics-service.yaml",
+        "--show-only",
+        "templates/deployment.yaml",
+    )
+    assert out.returncode == 0, out.stderr
+    docs = {d["kind"]: d for d in yaml.safe_load_all(out.stdout) if d}
+    service, monitor, operator = docs["Service"], docs["ServiceMonitor"], docs["Deployment"]
+    pod_labels = operator["spec"]["template"]["metadata"]["labels"]
+    ports = {
+        p["name"] for c in operator["spec"]["template"]["spec"]["containers"] for p in c["ports"]
+    }
+    assert all(pod_labels.get(k) == v for k, v in service["spec"]["selector"].items())
+    assert service["spec"]["ports"][0]["targetPort"] in ports
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "honorLabels": True}]
+    assert monitor["metadata"]["labels"]["release"] == "kps"
 
 
 def test_install_upgrade_uninstall(

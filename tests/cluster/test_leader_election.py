@@ -4,8 +4,9 @@ hand the Lease over), and at its next retry when the leader stops gracefully. Re
 ``shoal run`` processes as the operator's ServiceAccount, with the Role manifests/base
 grants for the Lease.
 
-Only the leader runs kopf, so only the leader serves the operator's metrics: a follower
-whose metrics endpoint answered would be reconciling.
+Only the leader runs kopf. Every replica serves its metrics (a target that answered
+only while leading would read as down), and ``shoal_leader`` says which one leads: a
+follower reports 0 and no pass.
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ def _serves(url: str) -> bool:
         return httpx.get(url, timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def _leads(metrics_url: str) -> bool:
+    """The replica serves metrics and reports itself the leader."""
+    try:
+        text = httpx.get(metrics_url, timeout=2).text
+    except httpx.HTTPError:
+        return False
+    return "\nshoal_leader 1.0\n" in f"\n{text}"
 
 
 def _reconciles(metrics_url: str) -> float:
@@ -84,15 +94,17 @@ def test_the_follower_takes_over_when_the_leader_is_killed(
             operator_kubeconfig, tmp_path / "a.log", env=settings(first)
         ) as leader:
             wait_for("a to lead", lambda: _holder(coordination), lambda h: h == first, timeout=60)
-            wait_for("a to reconcile", lambda: _serves(leader.metrics_url), bool, timeout=60)
+            wait_for("a to reconcile", lambda: _leads(leader.metrics_url), bool, timeout=60)
             with running_operator(
                 operator_kubeconfig, tmp_path / "b.log", env=settings(second)
             ) as follower:
-                # The follower is alive for its probes, and does nothing else: no kopf,
-                # so no metrics endpoint, for a lease renewal or two.
+                # The follower is alive for its probes and serves its metrics, and does
+                # nothing else: no kopf, no pass, for a lease renewal or two.
                 time.sleep(2 * RETRY_SECONDS + 1)
                 assert _serves(follower.health_url)
-                assert not _serves(follower.metrics_url)
+                assert _serves(follower.metrics_url)
+                assert not _leads(follower.metrics_url)
+                assert _reconciles(follower.metrics_url) == 0
                 assert _holder(coordination) == first
 
                 os.kill(leader.pid, signal.SIGKILL)
@@ -105,7 +117,7 @@ def test_the_follower_takes_over_when_the_leader_is_killed(
                     interval=0.2,
                 )
                 took_lease = time.monotonic() - killed
-                wait_for("b to run", lambda: _serves(follower.metrics_url), bool, timeout=60)
+                wait_for("b to run", lambda: _leads(follower.metrics_url), bool, timeout=60)
                 running = time.monotonic() - killed
                 print(f"takeover: Lease in {took_lease:.1f} s, reconciling in {running:.1f} s")
                 # A Lease is taken only after it has gone unrenewed for its duration.
@@ -140,7 +152,7 @@ def test_a_leader_that_stops_hands_the_lease_over(
             with running_operator(
                 operator_kubeconfig, tmp_path / "d.log", env=_settings(second, namespace)
             ) as follower:
-                wait_for("c to reconcile", lambda: _serves(leader.metrics_url), bool, timeout=60)
+                wait_for("c to reconcile", lambda: _leads(leader.metrics_url), bool, timeout=60)
                 os.kill(leader.pid, signal.SIGTERM)
                 stopped = time.monotonic()
                 wait_for(
@@ -151,7 +163,7 @@ def test_a_leader_that_stops_hands_the_lease_over(
                     interval=0.2,
                 )
                 took_lease = time.monotonic() - stopped
-                wait_for("d to run", lambda: _serves(follower.metrics_url), bool, timeout=60)
+                wait_for("d to run", lambda: _leads(follower.metrics_url), bool, timeout=60)
                 print(f"handover: Lease in {took_lease:.1f} s")
                 # Well before the Lease could have expired.
                 assert took_lease < LEASE_SECONDS / 2, took_lease

@@ -1,8 +1,8 @@
 """The alerts Shoal ships, as data (pure): a Prometheus rule group, each alert with a
 runbook section in docs/operations.md.
 
-They read three sources: the operator's own metrics (``shoal_*``, served by the leader
-only, so a follower's silence is not an outage), the recording rules of
+They read three sources: the operator's own metrics (``shoal_*``; every replica serves
+them, ``shoal_leader`` says which one leads), the recording rules of
 ``shoal.metrics.pipeline``, and kube-state-metrics (``kube_*``, part of every
 kube-prometheus-stack install) for the HPAs and quotas Shoal renders. Shoal's HPAs are
 told apart from others by joining on ``shoal_model_condition``: an HPA is named after
@@ -43,12 +43,13 @@ def alerting_rules() -> dict[str, Any]:
     rules = [
         _alert(
             "ShoalOperatorDown",
-            "absent(shoal_build_info)",
+            "absent(shoal_leader == 1)",
             "5m",
             "critical",
             "No Shoal operator is leading",
-            "No operator replica has served its metrics for 5 minutes: no leader is "
-            "reconciling, so changes to models and pools are not applied.",
+            "No operator replica has led for 5 minutes (none reports shoal_leader 1, or "
+            "none is scraped): nothing reconciles, so changes to models and pools are not "
+            "applied.",
         ),
         _alert(
             "ShoalReconcileErrors",
