@@ -86,7 +86,8 @@ def run(config: Settings) -> None:
     """Run the operator until it is told to stop (blocking)."""
     import shoal.handlers  # noqa: F401  - registers the handlers with kopf
 
-    kopf.configure(verbose=config.verbose, log_prefix=True)
+    log_format = kopf.LogFormat.JSON if config.log_format == "json" else kopf.LogFormat.FULL
+    kopf.configure(verbose=config.verbose, log_format=log_format, log_prefix=True)
     if not config.verbose:
         # kopf says "Handler ... succeeded" for every event of every watched object.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)

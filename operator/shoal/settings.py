@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -67,6 +68,11 @@ class Settings(BaseModel):
         description="The operator's own image: the gateways' agent runs it.",
     )
     verbose: bool = Field(default=False, description="Log every API call kopf makes.")
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="text: one line per record; json: one JSON object per record, for log "
+        "pipelines (the object's namespace and name as fields where a record is about one).",
+    )
     leader_election_namespace: str | None = Field(
         default=None,
         description="Where the leader Lease is; set, only the replica holding it "
@@ -114,6 +120,7 @@ class Settings(BaseModel):
             ("leader_election_namespace", "SHOAL_LEADER_ELECTION_NAMESPACE"),
             ("pod_name", "POD_NAME"),
             ("verbose", "SHOAL_VERBOSE"),
+            ("log_format", "SHOAL_LOG_FORMAT"),
             ("gateway_namespace", "SHOAL_GATEWAY_NAMESPACE"),
             ("gateway_image", "SHOAL_GATEWAY_IMAGE"),
             ("image", "SHOAL_IMAGE"),

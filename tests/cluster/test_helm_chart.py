@@ -226,3 +226,62 @@ def test_install_upgrade_uninstall(
     wait_for("the release's Deployment to go", gone, lambda g: g, timeout=60)
     # CRDs stay: Helm never deletes them (it would delete every custom resource).
     client.ApiextensionsV1Api(api).read_custom_resource_definition("inferencemodels.shoal.dev")
+
+
+def test_enterprise_values_reach_the_operator_pod(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """A mirror's image by digest, a pull secret, cloud identity on the ServiceAccount,
+    a priority class, extra environment, JSON logs, and OpenShift's restricted SCC
+    (no fixed UID); the defaults keep the fixed non-root UID."""
+    digest = "sha256:" + "a" * 64
+    out = helm(
+        "template",
+        RELEASE,
+        str(CHART),
+        *("--set", "image.repository=mirror.internal/shoal-operator"),
+        *("--set", f"image.digest={digest}"),
+        *("--set", "imagePullSecrets[0].name=mirror"),
+        *(
+            "--set",
+            "serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/r",
+        ),
+        *("--set", "priorityClassName=system-cluster-critical"),
+        *("--set", "extraEnv[0].name=HTTPS_PROXY", "--set", "extraEnv[0].value=http://proxy:3128"),
+        *("--set", "logFormat=json"),
+        *(
+            "--set",
+            "podSecurityContext.runAsUser=null",
+            "--set",
+            "podSecurityContext.runAsGroup=null",
+        ),
+        *(
+            "--show-only",
+            "templates/deployment.yaml",
+            "--show-only",
+            "templates/serviceaccount.yaml",
+        ),
+    )
+    assert out.returncode == 0, out.stderr
+    docs = {d["kind"]: d for d in yaml.safe_load_all(out.stdout) if d}
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    image = f"mirror.internal/shoal-operator@{digest}"
+    assert container["image"] == image
+    assert env["SHOAL_IMAGE"] == image  # the gateways' agent comes from the mirror too
+    assert env["SHOAL_LOG_FORMAT"] == "json"
+    assert env["HTTPS_PROXY"] == "http://proxy:3128"
+    assert pod["imagePullSecrets"] == [{"name": "mirror"}]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert "runAsUser" not in pod["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"]
+    annotations = docs["ServiceAccount"]["metadata"]["annotations"]
+    assert annotations == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}
+    default = helm("template", RELEASE, str(CHART), "--show-only", "templates/deployment.yaml")
+    pod = yaml.safe_load(default.stdout)["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert "imagePullSecrets" not in pod
+    assert "priorityClassName" not in pod
+    bad = helm("template", RELEASE, str(CHART), "--set", "image.digest=latest")
+    assert bad.returncode != 0, "values.schema.json must refuse a digest that is not one"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import httpx
-from e2e.operator import RESYNC_SECONDS, OperatorProcess
+from e2e.operator import RESYNC_SECONDS, OperatorProcess, running_operator
 from kubernetes import client
 
 from tests.support.passes import wait_for_passes
@@ -81,3 +84,21 @@ def test_a_converged_operator_writes_nothing(
         after = _writes(operator.metrics_url)
     changed = {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k)}
     assert not changed, f"writes during resync passes over converged objects: {changed}"
+
+
+def test_json_logs_are_one_object_per_line(
+    operator_kubeconfig: Path, api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    """SHOAL_LOG_FORMAT=json: every line the operator writes is a JSON object with a
+    message and a level, for log pipelines, including those of its passes."""
+    log = tmp_path / "operator.log"
+    shoal = Shoal(api)
+    settings = {"SHOAL_LOG_FORMAT": "json", "SHOAL_NAMESPACES": namespace}
+    with running_operator(operator_kubeconfig, log, env=settings), shoal.pool([namespace]) as pool:
+        shoal.create(inference_model("logged", pool), namespace)
+        wait_ready(shoal, namespace, "logged")
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    assert len(lines) > 3, lines
+    records = [json.loads(line) for line in lines]
+    assert all("message" in r and "severity" in r for r in records), records[:3]
+    assert any("started" in r["message"] for r in records), records[:5]

@@ -42,3 +42,10 @@ def test_kopf_keeps_nothing_on_the_watched_objects() -> None:
     settings = operator_settings(Settings())
     assert settings.watching.client_timeout
     assert settings.watching.server_timeout
+
+
+def test_log_format_is_text_or_json() -> None:
+    assert Settings.from_env({}).log_format == "text"
+    assert Settings.from_env({"SHOAL_LOG_FORMAT": "json"}).log_format == "json"
+    with pytest.raises(ValidationError, match="'text' or 'json'"):
+        Settings.from_env({"SHOAL_LOG_FORMAT": "xml"})
