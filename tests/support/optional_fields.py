@@ -178,6 +178,8 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "runtime.cpu", "0.5"),
     FieldCase(IM, "runtime.memory", "4Gi"),
     FieldCase(IM, "runtime.shmSize", "2Gi"),
+    FieldCase(IM, "runtime.serviceAccountName", "model-reader"),
+    FieldCase(IM, "runtime.imagePullSecrets", ["mirror-pull"]),
     FieldCase(IM, "runtime.responseCacheSize", "512Mi", {"model.responseCache": True}),
     FieldCase(IM, "routing", {"timeout": "5s"}),
     FieldCase(IM, "routing.timeout", "90s"),

@@ -21,6 +21,7 @@ from shoal.render.desired import model_objects
 from shoal.render.documents import RenderError, render_documents
 from shoal.render.model_config import render_config_pbtxt
 from shoal.render.model_fetch import fetch_plan
+from shoal.render.workload import deployment
 from tests.support.resources import example, example_documents
 
 GOLDEN = Path(__file__).parent / "golden" / "examples.yaml"
@@ -227,3 +228,17 @@ def test_autoscaler_targets_are_canonical_quantities() -> None:
     metrics = objs["HorizontalPodAutoscaler"]["spec"]["metrics"]
     assert metrics[0]["pods"]["target"]["averageValue"] == "1k"
     assert metrics[1]["object"]["target"]["value"] == "1"
+
+
+def test_a_models_service_account_and_pull_secrets_reach_its_pods() -> None:
+    """A cloud identity for the model's storage, a private registry's secrets; unset,
+    neither appears (the namespace's default account, no token mounted)."""
+    base = example("InferenceModel", "search-ranker")["spec"]["runtime"]
+    runtime = {**base, "serviceAccountName": "model-reader", "imagePullSecrets": ["mirror"]}
+    pod = deployment(model(runtime=runtime), pool().spec, "")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "model-reader"
+    assert pod["imagePullSecrets"] == [{"name": "mirror"}]
+    assert pod["automountServiceAccountToken"] is False
+    plain = deployment(model(), pool().spec, "")["spec"]["template"]["spec"]
+    assert "serviceAccountName" not in plain
+    assert "imagePullSecrets" not in plain

@@ -291,6 +291,18 @@ class Runtime(SpecModel):
     shm_size: Quantity = Field(
         default="1Gi", description="Size of /dev/shm (Python backend and large tensors use it)."
     )
+    service_account_name: DnsSubdomain | None = Field(
+        default=None,
+        description="The ServiceAccount the replicas run as, in the model's namespace: one "
+        "bound to a cloud identity (IRSA, Workload Identity) that may read the model's "
+        "storage. Unset: the namespace's default. No API token is mounted either way.",
+    )
+    image_pull_secrets: Annotated[list[DnsSubdomain], UniqueList] | None = Field(
+        default=None,
+        max_length=16,
+        description="Secrets in the model's namespace for pulling the Triton and model-fetch "
+        "images from a private registry.",
+    )
     response_cache_size: CacheSize | None = Field(
         default=None,
         description="Memory for Triton's response cache, in bytes with an optional suffix, "
