@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -42,3 +43,12 @@ def pipeline(
     yield prometheus
     adapter.stop()
     prometheus.stop()
+
+
+@pytest.fixture
+def promtool() -> str:
+    """Prometheus' own rule checker and unit tester."""
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail("promtool is missing: `make system-deps` installs Debian's prometheus")
+    return path

@@ -3,25 +3,14 @@ firing on the series that should fire it and silent on their near misses."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from shoal.metrics.alerts import alerting_rules
 
 REPO = Path(__file__).resolve().parents[2]
 ALERTS = REPO / "manifests" / "monitoring" / "prometheus-alerts.yaml"
 TESTS = Path(__file__).parent / "promtool" / "alerts_test.yaml"
-
-
-@pytest.fixture
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool is missing: `make system-deps` installs Debian's prometheus")
-    return path
 
 
 def _test(promtool: str, alerts: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:

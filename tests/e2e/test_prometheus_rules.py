@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "manifests" / "monitoring" / "prometheus-rules.yaml"
 TESTS = Path(__file__).parent / "promtool" / "rules_test.yaml"
-
-
-@pytest.fixture
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool is missing: `make system-deps` installs Debian's prometheus")
-    return path
 
 
 def test_rules_are_valid(promtool: str) -> None:
