@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help bench venv tools system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
+.PHONY: help bench chaos venv tools system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
 
 help:
 	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
@@ -17,6 +17,7 @@ help:
 	@echo "make cluster-up    start (or reuse) the local cluster; kubeconfig in .dev-cluster/kubeconfig"
 	@echo "make cluster-down  stop the local cluster and remove its state"
 	@echo "make generate      regenerate crds/ and docs/api-reference.md from the models"
+	@echo "make chaos         the chaos suite at full size (200 models, 10 kill rounds); figures in benchmarks/results/chaos.json"
 	@echo "make bench         benchmarks: batching (real Triton), control plane (local cluster), autoscaling replay, gateway (real haproxy + Triton); figures in benchmarks/results/"
 
 $(STAMP): pyproject.toml constraints.txt
@@ -78,6 +79,11 @@ bench: venv binaries system-deps
 	$(PY) -m benchmarks.control_plane
 	$(PY) -m benchmarks.autoscaling
 	$(PY) -m benchmarks.gateway
+	$(PY) -m benchmarks.ramp
+
+# The chaos tier runs small in `make test`; this runs every scenario at full size.
+chaos: venv binaries
+	$(PY) -m benchmarks.chaos
 
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from benchmarks.ramp import ramp_lines
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
@@ -20,6 +22,8 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 # docs/gateway.md quotes the gateway's figures the same way.
 GATEWAY_DOC = ROOT / "docs" / "gateway.md"
 GATEWAY_BEGIN, GATEWAY_END = "<!-- gateway:begin -->", "<!-- gateway:end -->"
+# The README's reliability section quotes the chaos suite's figures (``make chaos``).
+RELIABILITY_BEGIN, RELIABILITY_END = "<!-- reliability:begin -->", "<!-- reliability:end -->"
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -199,6 +203,7 @@ def render() -> str:
         control_plane(_load("control_plane.json")),
         autoscaling(_load("autoscaling.json")),
         gateway(_load("gateway.json")),
+        ramp_lines(_load("ramp.json")),
     ]
     body = "\n\n".join("\n".join(p) for p in parts)
     return f"{BEGIN}\n{body}\n{END}"
@@ -235,6 +240,73 @@ def gateway_doc_block() -> str:
     return f"{GATEWAY_BEGIN}\n{body}\n{GATEWAY_END}"
 
 
+def _before(restart: dict[str, Any]) -> str:
+    """How the probe answered just before the kill (under the wave's load it may be
+    too slow for a 2 s probe timeout); older results did not record it."""
+    before = restart.get("liveness_healthy_before_kill")
+    if before is None:
+        return ""
+    return "healthy before the kill, " if before else "already slow before the kill, "
+
+
+def reliability_block() -> str:
+    """The chaos suite's figures (benchmarks/results/chaos.json) as the README quotes
+    them: one row per scenario, the end state each reached."""
+    data = _load("chaos.json")
+    sc = data["scenarios"]
+    leader, killed = sc["leader_killed"], sc["operator_killed"]
+    api, etcd = sc["kube-apiserver_restarted"], sc["etcd_restarted"]
+    fight, shed, gone = sc["field_fight"], sc["api_sheds_load"], sc["namespace_deleted"]
+    upgrade = sc["upgraded_in_place"]
+    rounds = killed["rounds"]
+    converged = [r["converged_s"] for r in rounds]
+    lines = [
+        f"**Chaos suite** (`make chaos`: {data['models']} models over {data['namespaces']} "
+        f"namespaces and {killed['pools']} pools on a local cluster of its own, "
+        f"{data['minutes']:g} minutes). Every scenario ends with every model Ready at its "
+        "generation, the objects Shoal manages equal to a fresh render (no child missing, "
+        "no duplicate, no orphan) and a no-op resync that writes nothing.",
+        "",
+        "| fault | figure | end state |",
+        "|---|---|---|",
+        f"| kill -9 of the leader (2 replicas) mid-wave | takeover {leader['takeover_s']:g} s "
+        f"(the Lease's {leader['lease_duration_s']} s to expire, then the follower's next "
+        f"try); converged {leader['converged_s']:g} s after the kill | exact, "
+        f"{leader['noop_writes']} no-op writes |",
+        f"| kill -9 of the operator mid-wave, restart ({len(rounds)} rounds, seed "
+        f"{killed['seed']}) | converged {min(converged):g} to {max(converged):g} s after the "
+        f"restart | exact in {len(rounds)}/{len(rounds)}, "
+        f"{sum(r['noop_writes'] for r in rounds)} no-op writes |",
+        f"| kill -9 of kube-apiserver mid-wave, down {api['down_s']:g} s | converged "
+        f"{api['converged_after_back_s']:g} s after it was back (target ≤ 30 s: "
+        f"{_verdict(api['converged_after_back_s'] <= 30)}); liveness {_before(api)}failed "
+        f"{api['liveness_failed_after_s']:g} s after the kill, healthy answers beyond the "
+        f"probe's cache: {api['liveness_healthy_answers_beyond_cache']} | exact, same "
+        "process |",
+        f"| kill -9 of etcd mid-wave, down {etcd['down_s']:g} s | converged "
+        f"{etcd['converged_after_back_s']:g} s after it was back (target ≤ 30 s: "
+        f"{_verdict(etcd['converged_after_back_s'] <= 30)}) | exact, same process |",
+        f"| a second manager forcing a Deployment's image and a quota every 6 s | "
+        f"{fight['operator_repairs_per_min']:g} repairs/min for "
+        f"{fight['admin_writes_per_min']:g} forced changes/min, worst repair "
+        f"{fight['worst_repair_s']:g} s | no write loop, {fight['noop_writes_after']} "
+        "no-op writes after |",
+        f"| API server shedding load (in-flight limits 3/1) for {shed['pressure_s']:g} s "
+        f"| {shed['operator_writes_refused_429']} writes refused with 429, "
+        f"{shed['operator_retries']} passes retried with backoff; converged "
+        f"{shed['converged_after_lifted_s']:g} s after the limits were lifted | exact |",
+        f"| a tenant namespace with {gone['models_in_namespace']} models deleted | "
+        f"namespace gone in {gone['namespace_gone_s']:g} s, pool status corrected in "
+        f"{gone['pool_status_corrected_s']:g} s | exact |",
+        f"| upgrade in place from the previous commit ({upgrade['from_commit']}): its CRDs "
+        f"and operator, then the current ones | {upgrade['rollouts']} Deployments rolled; "
+        f"the two versions render {upgrade['templates_changed']} pod templates differently "
+        f"| exact, {upgrade['noop_writes']} no-op writes |",
+    ]
+    body = "\n".join(lines)
+    return f"{RELIABILITY_BEGIN}\n{body}\n{RELIABILITY_END}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="refresh README.md's block")
@@ -246,6 +318,9 @@ def main() -> None:
         doc = GATEWAY_DOC.read_text()
         current = readme_block(doc, GATEWAY_BEGIN, GATEWAY_END)
         GATEWAY_DOC.write_text(doc.replace(current, gateway_doc_block()))
+        text = README.read_text()
+        current = readme_block(text, RELIABILITY_BEGIN, RELIABILITY_END)
+        README.write_text(text.replace(current, reliability_block()))
     print(block)
 
 

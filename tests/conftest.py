@@ -21,7 +21,7 @@ from kubernetes import client
 
 from tests.support.wait import wait_for
 
-TIERS = ("unit", "cluster", "e2e")
+TIERS = ("unit", "cluster", "e2e", "chaos")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

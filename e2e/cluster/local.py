@@ -15,6 +15,7 @@ started.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -487,6 +488,50 @@ def up(cluster: LocalCluster | None = None, *, timeout: float = 120.0) -> LocalC
         down(cluster, keep_logs=True)
         raise
     return cluster
+
+
+def _ready_check(cluster: LocalCluster, state: ClusterState, name: str) -> Callable[[], bool]:
+    """Whether component ``name`` serves again (for a restart)."""
+    if name == "etcd":
+        url = f"http://127.0.0.1:{state.ports['etcd']}/health"
+        return lambda: httpx.get(url, timeout=2).json()["health"] == "true"
+    if name == "kube-apiserver":
+
+        def apiserver_ready() -> bool:
+            with _admin_client(cluster, state) as client:
+                return client.get("/readyz").status_code == 200
+
+        return apiserver_ready
+    return lambda: _alive(state.pids[name])
+
+
+def kill(cluster: LocalCluster, name: str) -> None:
+    """kill -9 one component (no chance to shut down cleanly), as a crash would."""
+    state = cluster.read_state()
+    if state is None or name not in state.pids:
+        raise ClusterError(f"no {name} is running in {cluster.root}")
+    pid = state.pids[name]
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    while _alive(pid):
+        time.sleep(0.05)
+
+
+def start(
+    cluster: LocalCluster, name: str, extra_args: Sequence[str] = (), timeout: float = 120.0
+) -> None:
+    """Start one component again on its recorded ports, with ``extra_args`` added to its
+    usual flags (a later flag wins), and wait until it serves."""
+    state = cluster.read_state()
+    if state is None:
+        raise ClusterError(f"no cluster is running in {cluster.root}")
+    _spawn(cluster, state, name, [*_commands(cluster, state)[name], *extra_args])
+    _wait(
+        f"{name} to serve again",
+        _ready_check(cluster, state, name),
+        timeout,
+        cluster.logs / f"{name}.log",
+    )
 
 
 def _stop_pid(pid: int, grace: float) -> None:

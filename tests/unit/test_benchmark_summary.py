@@ -7,8 +7,11 @@ from benchmarks.summary import (
     GATEWAY_DOC,
     GATEWAY_END,
     README,
+    RELIABILITY_BEGIN,
+    RELIABILITY_END,
     gateway_doc_block,
     readme_block,
+    reliability_block,
     render,
 )
 
@@ -24,5 +27,14 @@ def test_the_gateway_doc_quotes_the_committed_results() -> None:
     doc = GATEWAY_DOC.read_text()
     assert readme_block(doc, GATEWAY_BEGIN, GATEWAY_END) == gateway_doc_block(), (
         "docs/gateway.md's figures differ from benchmarks/results/gateway.json: "
+        "run python -m benchmarks.summary --write"
+    )
+
+
+def test_the_reliability_section_quotes_the_chaos_results() -> None:
+    assert (
+        readme_block(README.read_text(), RELIABILITY_BEGIN, RELIABILITY_END) == reliability_block()
+    ), (
+        "README.md's reliability section differs from benchmarks/results/chaos.json: "
         "run python -m benchmarks.summary --write"
     )
