@@ -283,5 +283,7 @@ def test_enterprise_values_reach_the_operator_pod(
     assert pod["securityContext"]["runAsUser"] == 65532
     assert "imagePullSecrets" not in pod
     assert "priorityClassName" not in pod
+    # As a subchart it receives its parent's globals.
+    assert helm("template", RELEASE, str(CHART), "--set", "global.registry=x").returncode == 0
     bad = helm("template", RELEASE, str(CHART), "--set", "image.digest=latest")
     assert bad.returncode != 0, "values.schema.json must refuse a digest that is not one"
