@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import pytest
 
+from shoal.api.inferencemodel import Runtime
 from shoal.api.quantity import is_quantity, quantity_value
 
 
@@ -56,3 +57,16 @@ def test_what_the_api_server_refuses(text: str) -> None:
     assert not is_quantity(text)
     with pytest.raises(ValueError, match=r"quantity|exponent"):
         quantity_value(text)
+
+
+def test_a_float_quantity_reads_as_the_server_writes_it_back() -> None:
+    """1e16 sent as a JSON number is stored and read back as 10000000000000000 (Go
+    writes floats positionally below 1e21): both must parse to the same quantity, or a
+    spec and its stored self disagree."""
+
+    def runtime(**fields: object) -> Runtime:
+        return Runtime.model_validate(fields)  # numbers, as JSON carries them
+
+    assert runtime(shmSize=1e16).shm_size == runtime(shmSize=10**16).shm_size
+    assert runtime(cpu=2.0).cpu == runtime(cpu=2).cpu
+    assert runtime(cpu=1.5e-3).cpu == "2m"  # rounded up to milli units, as the server does

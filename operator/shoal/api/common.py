@@ -9,6 +9,7 @@ OpenAPI bounds and patterns, and :class:`Rule` objects become CEL
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
@@ -391,9 +392,14 @@ def quantity_text(value: object) -> object:
     if isinstance(value, int) and -_MAX_INT64 - 1 <= value <= _MAX_INT64:
         return str(value)
     try:
-        return repr(float(value))
+        number = float(value)
     except OverflowError:
         return "inf"
+    # Stored and read back, a float is written as Go's encoder writes it: positional
+    # between 1e-6 and 1e21 (1e+16 comes back as 10000000000000000), else exponent.
+    if 1e-6 <= abs(number) < 1e21:
+        return format(Decimal(repr(number)).normalize(), "f")
+    return repr(number)
 
 
 # The schema of a quantity: a string ("500m", "8Gi") or a number (0.5, 2), as a Pod takes

@@ -302,6 +302,7 @@ class Runtime(SpecModel):
         max_length=16,
         description="Secrets in the model's namespace for pulling the Triton and model-fetch "
         "images from a private registry.",
+        json_schema_extra={"x-kubernetes-list-type": "set"},
     )
     response_cache_size: CacheSize | None = Field(
         default=None,
