@@ -190,9 +190,10 @@ def fairness(
     )
     # A has no burst, so from its first second it is held to its rate exactly.
     a_limits = Limits(requests_per_second=limit, burst=0)
-    # B sends at exactly its rate: its burst absorbs its clients' jitter (a stalled
-    # client catches up by sending several requests at once).
-    b_limits = Limits(requests_per_second=limit, burst=limit // 2)
+    # B sends at exactly its rate: its burst, a second's worth, absorbs its clients'
+    # jitter (a client stalled by A's flooding clients on the same cores catches up by
+    # sending several requests at once; half a second's worth was seen to fall short).
+    b_limits = Limits(requests_per_second=limit, burst=limit)
     with (
         gw.tritons(workdir / "a", [model]) as a_servers,
         gw.tritons(workdir / "b", [model]) as b_servers,
