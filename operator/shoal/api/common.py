@@ -9,9 +9,9 @@ OpenAPI bounds and patterns, and :class:`Rule` objects become CEL
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from annotated_types import GroupedMetadata
