@@ -11,6 +11,7 @@ as a difference.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,14 @@ def model(index: int, namespaces: int, max_replicas: int = 2) -> dict[str, Any]:
     doc["spec"]["pool"] = bench.pool_of(ns_index)
     doc["spec"]["scaling"]["maxReplicas"] = max_replicas
     return doc
+
+
+def rescaled(docs: list[dict[str, Any]], max_replicas: int) -> list[dict[str, Any]]:
+    """The same models with another maxReplicas: a wave of updates."""
+    out = copy.deepcopy(docs)
+    for doc in out:
+        doc["spec"]["scaling"]["maxReplicas"] = max_replicas
+    return out
 
 
 def _key(obj: dict[str, Any]) -> Key:

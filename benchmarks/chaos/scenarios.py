@@ -23,7 +23,7 @@ from e2e.cluster import local
 from e2e.install import install_crds, kubectl_for
 
 from benchmarks import control_plane as bench
-from benchmarks.chaos.fleet import model
+from benchmarks.chaos.fleet import model, rescaled
 from benchmarks.chaos.rig import Rig, audit_events, succeeded
 from shoal.kube.paths import path_of
 from shoal.leader import LEASE_NAME, LEASE_SECONDS
@@ -110,11 +110,7 @@ def operator_killed(rig: Rig, size: Size, rounds: int, seed: int) -> dict[str, A
         replaced = set(rng.sample(range(len(fleet)), len(fleet) // 4))
         gone = [fleet[i] for i in sorted(replaced)]
         max_replicas = 3 + r % 3
-        kept = [
-            model(int(d["metadata"]["name"].split("-")[1]), size.namespaces, max_replicas)
-            for i, d in enumerate(fleet)
-            if i not in replaced
-        ]
+        kept = rescaled([d for i, d in enumerate(fleet) if i not in replaced], max_replicas)
         new = [model(next_index + j, size.namespaces, max_replicas) for j in range(len(gone))]
         next_index += len(gone)
         fleet = kept + new
@@ -159,7 +155,7 @@ def component_restarted(rig: Rig, size: Size, component: str, seed: int) -> dict
     fleet = ready_fleet(rig, size)
     operator = rig.operator
     assert operator is not None
-    fleet = [model(int(d["metadata"]["name"].split("-")[1]), size.namespaces, 4) for d in fleet]
+    fleet = rescaled(fleet, 4)
     join = _background(lambda: rig.apply(fleet))
     time.sleep(rng.uniform(0.0, 2.0))
     healthy_before = _healthy(operator.health_url)
@@ -313,7 +309,7 @@ def api_sheds_load(rig: Rig, size: Size, pressure_s: float) -> dict[str, Any]:
     began_events = len(audit_events(rig.audit_log))
     local.kill(rig.cluster, "kube-apiserver")
     local.start(rig.cluster, "kube-apiserver", SHED_FLAGS)
-    fleet = [model(int(d["metadata"]["name"].split("-")[1]), size.namespaces, 5) for d in fleet]
+    fleet = rescaled(fleet, 5)
     join = _background(lambda: rig.apply(fleet))
     time.sleep(pressure_s)
     local.kill(rig.cluster, "kube-apiserver")
