@@ -66,6 +66,8 @@ class Rig:
     stack: ExitStack = field(default_factory=ExitStack)
     operator: OperatorProcess | None = None
     operator_starts: int = 0
+    # What the last convergence wait saw last before the end state was exact.
+    last_pending: str = ""
 
     # ----------------------------------------------------------------- the operator
     def start_operator(self, env: dict[str, str] | None = None) -> OperatorProcess:
@@ -152,6 +154,7 @@ class Rig:
                     return time.monotonic() - began
             except httpx.HTTPError as exc:
                 state = f"{type(exc).__name__}: {exc}"
+            self.last_pending = f"{time.monotonic() - began:.1f} s in: {state}"
             time.sleep(POLL_SECONDS)
         raise AssertionError(f"not converged after {timeout:.0f} s: {state}")
 

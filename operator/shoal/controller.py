@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import cast
 
-from shoal.kube.client import ApiError
+from shoal.kube.client import TRANSIENT_STATUSES, ApiError
 from shoal.reconcile.model import reconcile_model
 from shoal.reconcile.policy import reconcile_policy
 from shoal.reconcile.pool import reconcile_pool
@@ -40,7 +40,7 @@ def dispatch(op: Operator, key: Hashable) -> None:
         RECONCILERS[kind](op, namespace, name)
     except ApiError as exc:
         result = "error"
-        delay = op.queue.retry(key)
+        delay = op.queue.retry(key, transient=exc.status in TRANSIENT_STATUSES)
         log.warning(
             "%s %s/%s: API error %s %s; retrying in %.1fs",
             kind, namespace, name, exc.status, exc.reason, delay,

@@ -44,6 +44,11 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+# Seconds between the tries of one failed API request of kopf's (its watches and lists):
+# never more than 5 s apart, 62.5 s in all (kopf's default gives up after 54 s).
+API_ERROR_BACKOFFS = (0.5, 1.0, 2.0, 4.0) + (5.0,) * 10
+
+
 def operator_settings(config: Settings) -> kopf.OperatorSettings:
     """The kopf settings Shoal runs with (pure: builds and returns an object)."""
     settings = kopf.OperatorSettings()
@@ -52,6 +57,10 @@ def operator_settings(config: Settings) -> kopf.OperatorSettings:
     settings.watching.server_timeout = config.watch_server_timeout
     settings.watching.client_timeout = config.watch_client_timeout
     settings.watching.connect_timeout = 30
+    # kopf's own backoffs between failed API requests grow to 13 and 21 s: a watch that
+    # failed through a 15 s API-server restart would try again up to 13 s after the
+    # server was back. Capped at 5 s, with as long a total before a request gives up.
+    settings.networking.error_backoffs = API_ERROR_BACKOFFS
     settings.posting.level = logging.INFO
     settings.persistence.diffbase_storage = NoDiffBase()
     # The API server filters the children's watches: only Shoal's objects, its models'

@@ -13,7 +13,10 @@ that stream into work:
 - ``delay`` lets a caller gather a burst: every request within the delay is served by
   one pass;
 - a key whose pass failed is retried after a per-key exponential backoff (``retry``),
-  reset when a pass over it succeeds (``forget``), as client-go's rate-limited queue does.
+  reset when a pass over it succeeds (``forget``), as client-go's rate-limited queue does;
+- a failure that was the server's, not the object's (unreachable, shedding load,
+  restarting), backs off to ``TRANSIENT_MAX_SECONDS`` at most: a key that failed through
+  a 15 s API-server restart must not then wait a minute once the server is back.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE_SECONDS = 0.5
 BACKOFF_MAX_SECONDS = 60.0
+TRANSIENT_MAX_SECONDS = 4.0
 
 
 class WorkQueue:
@@ -72,14 +76,18 @@ class WorkQueue:
         heapq.heappush(self._heap, (due, next(self._seq), key))
         self._cond.notify()
 
-    def retry(self, key: Hashable) -> float:
+    def retry(self, key: Hashable, transient: bool = False) -> float:
         """Add ``key`` again after its backoff, which doubles with each failure in a row;
-        returns the delay."""
+        returns the delay. A ``transient`` failure (the server's) neither waits longer
+        than TRANSIENT_MAX_SECONDS nor lengthens the backoff of a failure that follows."""
+        base, ceiling = self._backoff
+        if transient:
+            ceiling = min(ceiling, TRANSIENT_MAX_SECONDS)
         with self._cond:
             failures = self._failures.get(key, 0)
-            self._failures[key] = failures + 1
-        base, ceiling = self._backoff
-        delay = float(min(base * 2**failures, ceiling))
+            delay = float(min(base * 2**failures, ceiling))
+            if not transient or base * 2**failures < ceiling:
+                self._failures[key] = failures + 1
         self.add(key, delay)
         return delay
 

@@ -44,6 +44,16 @@ def test_kopf_keeps_nothing_on_the_watched_objects() -> None:
     assert settings.watching.server_timeout
 
 
+def test_a_failed_watch_is_tried_again_within_5_seconds_for_a_minute() -> None:
+    """An API server back from a restart is watched again within 5 s (kopf's default
+    backoffs reach 13 and 21 s), and a request still gives up no sooner than kopf's."""
+    ours = operator_settings(Settings()).networking.error_backoffs
+    kopfs = kopf.OperatorSettings().networking.error_backoffs
+    assert isinstance(ours, tuple) and isinstance(kopfs, tuple)
+    assert max(ours) <= 5
+    assert sum(ours) >= sum(kopfs)
+
+
 def test_log_format_is_text_or_json() -> None:
     assert Settings.from_env({}).log_format == "text"
     assert Settings.from_env({"SHOAL_LOG_FORMAT": "json"}).log_format == "json"

@@ -104,3 +104,16 @@ def test_a_failing_pass_does_not_stop_the_workers() -> None:
     finally:
         q.stop()
     assert seen == ["bad", "good"]
+
+
+def test_a_failure_of_the_servers_backs_off_to_4_seconds_and_leaves_the_keys_backoff() -> None:
+    """Through a 15 s API-server restart a key fails six times in a row: had those
+    doubled its backoff, it would wait 16 s more once the server is back. They cap at
+    TRANSIENT_MAX_SECONDS, and a failure of the object's own after them (a 403 while
+    the server's authorizer warms up) starts where the cap left it, not at 16 s."""
+    q = WorkQueue(lambda key: None, workers=1)
+    transient = [q.retry("a", transient=True) for _ in range(6)]
+    assert transient == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    assert q.retry("a") == 4.0
+    assert q.retry("a") == 8.0
+    assert [q.retry("b") for _ in range(8)][-1] == 60.0

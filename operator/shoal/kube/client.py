@@ -22,6 +22,9 @@ from shoal.kube.paths import collection_path, object_path, path_of
 from shoal.telemetry import WRITES
 
 ApiError = ApiException
+# Failures that are the API server's, not the request's: unreachable (0, see _call),
+# shedding load or starting (429), failing or timing out (5xx).
+TRANSIENT_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
 
 
 def api_message(exc: ApiException) -> str:
