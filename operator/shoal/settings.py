@@ -9,7 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shoal.api.formats import ImageReference
 from shoal.render.gateway import DEFAULT_GATEWAY_IMAGE, DEFAULT_GATEWAY_NAMESPACE, GatewaySite
+from shoal.render.images import DEFAULT_FETCH_IMAGE, DEFAULT_TRITON_IMAGE, ServingImages
 from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS
 
 
@@ -62,6 +64,14 @@ class Settings(BaseModel):
     gateway_image: str = Field(
         default=DEFAULT_GATEWAY_IMAGE, min_length=1, description="The gateways' HAProxy image."
     )
+    triton_image: ImageReference = Field(
+        default=DEFAULT_TRITON_IMAGE,
+        description="The Triton image of a model whose spec.runtime.image is unset.",
+    )
+    fetch_image: ImageReference = Field(
+        default=DEFAULT_FETCH_IMAGE,
+        description="The rclone image that copies a model's files into its pods.",
+    )
     image: str = Field(
         default=GatewaySite().agent_image,
         min_length=1,
@@ -91,6 +101,11 @@ class Settings(BaseModel):
         return GatewaySite(
             namespace=self.gateway_namespace, image=self.gateway_image, agent_image=self.image
         )
+
+    @property
+    def serving_images(self) -> ServingImages:
+        """The images a model's pods run where its spec names none."""
+        return ServingImages(triton=self.triton_image, fetch=self.fetch_image)
 
     @field_validator("cluster_cidrs")
     @classmethod
@@ -124,6 +139,8 @@ class Settings(BaseModel):
             ("gateway_namespace", "SHOAL_GATEWAY_NAMESPACE"),
             ("gateway_image", "SHOAL_GATEWAY_IMAGE"),
             ("image", "SHOAL_IMAGE"),
+            ("triton_image", "SHOAL_TRITON_IMAGE"),
+            ("fetch_image", "SHOAL_FETCH_IMAGE"),
             ("metrics_port", "SHOAL_METRICS_PORT"),
             ("watch_stale_seconds", "SHOAL_WATCH_STALE_SECONDS"),
         ):

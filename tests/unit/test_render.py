@@ -22,6 +22,7 @@ from shoal.render.documents import RenderError, render_documents
 from shoal.render.model_config import render_config_pbtxt
 from shoal.render.model_fetch import fetch_plan
 from shoal.render.workload import deployment
+from shoal.settings import Settings
 from tests.support.resources import example, example_documents
 
 GOLDEN = Path(__file__).parent / "golden" / "examples.yaml"
@@ -242,3 +243,29 @@ def test_a_models_service_account_and_pull_secrets_reach_its_pods() -> None:
     plain = deployment(model(), pool().spec, "")["spec"]["template"]["spec"]
     assert "serviceAccountName" not in plain
     assert "imagePullSecrets" not in plain
+
+
+def test_the_model_images_come_from_the_settings_where_a_model_names_none() -> None:
+    """An air-gapped cluster points the defaults at its mirror once: the Triton image of
+    a model without spec.runtime.image, and rclone's for every model; a model's own
+    image still wins. A malformed reference is refused at start-up, naming the setting."""
+    settings = Settings.from_env(
+        {
+            "SHOAL_TRITON_IMAGE": "mirror.internal/nvidia/tritonserver:24.10-py3",
+            "SHOAL_FETCH_IMAGE": "mirror.internal/rclone/rclone:1.68.2",
+        }
+    )
+
+    def pod(**runtime: object) -> dict[str, object]:
+        objects = model_objects(model(runtime=runtime), None, pool(), None, settings.serving_images)
+        deployment = next(o for o in objects if o["kind"] == "Deployment")
+        spec: dict[str, object] = deployment["spec"]["template"]["spec"]
+        return spec
+
+    plain = pod()
+    assert plain["containers"][0]["image"] == "mirror.internal/nvidia/tritonserver:24.10-py3"  # type: ignore[index]
+    assert plain["initContainers"][0]["image"] == "mirror.internal/rclone/rclone:1.68.2"  # type: ignore[index]
+    own = pod(image="registry.example/triton:custom")
+    assert own["containers"][0]["image"] == "registry.example/triton:custom"  # type: ignore[index]
+    with pytest.raises(ValidationError, match="fetch_image"):
+        Settings.from_env({"SHOAL_FETCH_IMAGE": "not an image"})

@@ -279,8 +279,10 @@ CacheSize = Annotated[
 class Runtime(SpecModel):
     """The Triton server each replica runs."""
 
-    image: ImageReference = Field(
-        default=DEFAULT_TRITON_IMAGE, description="The Triton Inference Server image."
+    image: ImageReference | None = Field(
+        default=None,
+        description="The Triton Inference Server image. Unset: the operator's default "
+        f"(its setting tritonImage; {DEFAULT_TRITON_IMAGE} unless changed).",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="When the kubelet pulls the image."

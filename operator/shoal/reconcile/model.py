@@ -220,7 +220,13 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
     except (ValueError, KeyError, LookupError) as exc:
         return stalled("InvalidSchedule", f"A scaling schedule cannot be evaluated: {exc}")
     try:
-        desired = model_objects(model, policy.spec if policy else None, pool, floor.min_replicas)
+        desired = model_objects(
+            model,
+            policy.spec if policy else None,
+            pool,
+            floor.min_replicas,
+            op.settings.serving_images,
+        )
     except ValueError as exc:
         return stalled("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
     # The namespace holds the pool's isolation before any of the model's pods can exist.

@@ -9,6 +9,7 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.autoscaler import horizontal_autoscaler
 from shoal.render.batching import effective_batching
+from shoal.render.images import DEFAULT_IMAGES, ServingImages
 from shoal.render.pool import priority_class
 from shoal.render.workload import serving_stack
 
@@ -18,6 +19,7 @@ def model_objects(
     policy: BatchPolicySpec | None,
     pool: TenantPool,
     min_replicas: int | None = None,
+    images: ServingImages = DEFAULT_IMAGES,
 ) -> list[dict[str, Any]]:
     """The model's serving stack and autoscaler.
 
@@ -25,7 +27,7 @@ def model_objects(
     """
     batching = effective_batching(model, policy)
     return [
-        *serving_stack(model, batching, pool.spec),
+        *serving_stack(model, batching, pool.spec, images),
         horizontal_autoscaler(model, batching, pool.spec, min_replicas),
     ]
 

@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 
 MODEL_ROOT = "/models"
 SOURCE_MOUNT = "/mnt/source"
-FETCH_IMAGE = "docker.io/rclone/rclone:1.68.2"
 
 
 @dataclass(frozen=True)

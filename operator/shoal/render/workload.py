@@ -10,8 +10,9 @@ from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.quantity import canonical_quantity, quantity_value
 from shoal.api.tenantpool import TenantPoolSpec
+from shoal.render.images import DEFAULT_IMAGES, ServingImages
 from shoal.render.model_config import render_config_pbtxt
-from shoal.render.model_fetch import FETCH_IMAGE, MODEL_ROOT, fetch_plan, needs_network
+from shoal.render.model_fetch import MODEL_ROOT, fetch_plan, needs_network
 from shoal.render.names import (
     GRPC_PORT,
     HTTP_PORT,
@@ -128,6 +129,7 @@ def deployment(
     model: InferenceModel,
     pool: TenantPoolSpec,
     config_pbtxt: str,
+    images: ServingImages = DEFAULT_IMAGES,
 ) -> dict[str, Any]:
     """The Triton Deployment. ``replicas`` is left out: the HPA owns it."""
     spec = model.spec
@@ -160,7 +162,7 @@ def deployment(
     ]
     triton = {
         "name": "triton",
-        "image": runtime.image,
+        "image": runtime.image or images.triton,
         "imagePullPolicy": runtime.image_pull_policy,
         "args": triton_args(model),
         "ports": [
@@ -182,7 +184,7 @@ def deployment(
     }
     fetch_container = {
         "name": "fetch-model",
-        "image": FETCH_IMAGE,
+        "image": images.fetch,
         "imagePullPolicy": "IfNotPresent",
         "args": fetch.args,
         "env": [{"name": "HOME", "value": "/tmp"}, *(proxy_env(pool) if remote else [])],
@@ -305,13 +307,16 @@ def disruption_budget(model: InferenceModel) -> dict[str, Any]:
 
 
 def serving_stack(
-    model: InferenceModel, batching: BatchPolicySpec, pool: TenantPoolSpec
+    model: InferenceModel,
+    batching: BatchPolicySpec,
+    pool: TenantPoolSpec,
+    images: ServingImages = DEFAULT_IMAGES,
 ) -> list[dict[str, Any]]:
     """Every object of the model's serving stack except the autoscaler."""
     config_pbtxt = render_config_pbtxt(model, batching)
     return [
         config_map(model, config_pbtxt),
-        deployment(model, pool, config_pbtxt),
+        deployment(model, pool, config_pbtxt, images),
         service(model),
         disruption_budget(model),
     ]

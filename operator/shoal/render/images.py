@@ -1,0 +1,26 @@
+"""The images a model's pods run where its spec names none.
+
+They come from the operator's settings, so an air-gapped cluster points them at its own
+mirror once (chart values ``tritonImage`` and ``fetchImage``) instead of in every model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shoal.api.inferencemodel import DEFAULT_TRITON_IMAGE
+
+__all__ = ["DEFAULT_FETCH_IMAGE", "DEFAULT_IMAGES", "DEFAULT_TRITON_IMAGE", "ServingImages"]
+
+DEFAULT_FETCH_IMAGE = "docker.io/rclone/rclone:1.68.2"
+
+
+@dataclass(frozen=True)
+class ServingImages:
+    # Triton, for a model without spec.runtime.image.
+    triton: str = DEFAULT_TRITON_IMAGE
+    # rclone, which copies the model's files into the pod before Triton starts.
+    fetch: str = DEFAULT_FETCH_IMAGE
+
+
+DEFAULT_IMAGES = ServingImages()
