@@ -49,7 +49,8 @@ def test_a_failed_watch_is_tried_again_within_5_seconds_for_a_minute() -> None:
     backoffs reach 13 and 21 s), and a request still gives up no sooner than kopf's."""
     ours = operator_settings(Settings()).networking.error_backoffs
     kopfs = kopf.OperatorSettings().networking.error_backoffs
-    assert isinstance(ours, tuple) and isinstance(kopfs, tuple)
+    assert isinstance(ours, tuple)
+    assert isinstance(kopfs, tuple)
     assert max(ours) <= 5
     assert sum(ours) >= sum(kopfs)
 
