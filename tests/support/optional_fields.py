@@ -174,6 +174,7 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "runtime", {"cpu": "3"}),
     FieldCase(IM, "runtime.image", "registry.example/triton:24.09-py3"),
     FieldCase(IM, "runtime.imagePullPolicy", "Always"),
+    FieldCase(IM, "runtime.startupTimeout", "25m"),
     FieldCase(IM, "runtime.gpus", 1),
     FieldCase(IM, "runtime.cpu", "0.5"),
     FieldCase(IM, "runtime.memory", "4Gi"),

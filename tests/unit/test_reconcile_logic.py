@@ -6,7 +6,7 @@ from typing import Any
 
 from shoal.kube.drift import current, digest, holds, stamped
 from shoal.reconcile.conditions import Cond, merge_conditions
-from shoal.reconcile.model import pod_problem, rollout_outcome
+from shoal.reconcile.model import rollout_outcome
 from shoal.reconcile.pool import pool_usage
 
 
@@ -99,25 +99,6 @@ def test_rollout_outcome_reads_the_deployment() -> None:
     assert failed.degraded.reason == "ReplicaFailure"
     assert "exceeded quota" in failed.degraded.message
     assert failed.ready.status == "False"
-
-
-def test_pod_problem_quotes_the_scheduler() -> None:
-    pods = [
-        {
-            "metadata": {"name": "p"},
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "message": "0/7 nodes are available",
-                    }
-                ]
-            },
-        }
-    ]
-    assert pod_problem(pods) == ("Unschedulable", "Pod p: 0/7 nodes are available")
-    assert pod_problem([{"metadata": {"name": "q"}, "status": {}}]) is None
 
 
 def test_pool_usage_counts_gpus_of_running_replicas() -> None:

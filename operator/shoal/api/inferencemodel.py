@@ -276,6 +276,9 @@ CacheSize = Annotated[
 ]
 
 
+StartupTimeout = Annotated[str, DurationFormat("10s", "24h", example="10m")]
+
+
 class Runtime(SpecModel):
     """The Triton server each replica runs."""
 
@@ -286,6 +289,12 @@ class Runtime(SpecModel):
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="When the kubelet pulls the image."
+    )
+    startup_timeout: StartupTimeout = Field(
+        default="10m",
+        description="How long a replica may take from Triton's start to the model loaded "
+        "(rounded up to 10 s); a replica still loading then is restarted. Copying the "
+        "model's files before Triton starts does not count.",
     )
     gpus: int = Field(default=1, ge=0, le=16, description="nvidia.com/gpu per replica.")
     cpu: ResourceQuantity = Field(default="2", description="CPU requested per replica.")
@@ -549,6 +558,12 @@ class InferenceModelStatus(SpecModel):
     conditions: Conditions = conditions_field()
     replicas: int | None = Field(default=None, ge=0, description="Replicas that exist.")
     ready_replicas: int | None = Field(default=None, ge=0, description="Replicas ready to serve.")
+    replica_states: dict[str, int] | None = Field(
+        default=None,
+        description="While not every replica serves: replicas per state (Pending, "
+        "Fetching, Loading, Ready, FailedToFetch, FailedToLoad, or the kubelet's reason "
+        "such as ImagePullBackOff). The Ready condition quotes the most telling one.",
+    )
     queue_depth: float | None = Field(
         default=None, ge=0, description="Requests waiting, across replicas."
     )

@@ -25,6 +25,14 @@ from shoal.kube.client import ApiError, api_message
 from shoal.metrics.status import metrics_status
 from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.pool import isolation_objects
+from shoal.reconcile.replica_state import (
+    FETCHING,
+    LOADING,
+    PENDING,
+    READY,
+    ModelLoadState,
+    summarise,
+)
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.desired import model_objects
 from shoal.render.gateway import gateway_host
@@ -51,6 +59,12 @@ class Outcome:
     deployment: dict[str, Any] | None = None
     floor: Floor | None = None
     next_change: dt.datetime | None = None  # when a scheduled window opens or closes
+    # Replicas per state (shoal.reconcile.replica_state), while not all serve.
+    replica_states: dict[str, int] | None = None
+
+
+# Ready=False reasons of a model whose replicas are still on their way: no warning.
+ON_THE_WAY = frozenset({"NoReplicasAvailable", PENDING, FETCHING, LOADING})
 
 
 def _blocked(reason: str, message: str, *, stalled: bool) -> Outcome:
@@ -250,39 +264,30 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         rollout_outcome(deployment, floor.min_replicas), floor=floor, next_change=upcoming
     )
     replicas = (deployment.get("status") or {}).get("replicas", 0)
-    if outcome.ready.status != "True" and replicas:
+    if replicas and (outcome.ready.status != "True" or outcome.progressing.status == "True"):
         pods = op.kube.list(
             "v1", "Pod", model.metadata.namespace, labels=f"{MODEL_LABEL}={model.metadata.name}"
         )
-        reason = pod_problem(pods)
-        if reason is not None:
-            outcome = replace(outcome, ready=Cond("Ready", "False", *reason))
+        outcome = with_replica_states(outcome, summarise(pods))
     return outcome
 
 
-def pod_problem(pods: list[dict[str, Any]]) -> tuple[str, str] | None:
-    """Why the model's pods are not ready, in the scheduler's or kubelet's words (pure)."""
-    for pod in pods:
-        status = pod.get("status") or {}
-        for cond in status.get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                return "Unschedulable", f"Pod {pod['metadata']['name']}: {cond.get('message', '')}"
-        for container in (status.get("initContainerStatuses") or []) + (
-            status.get("containerStatuses") or []
-        ):
-            waiting_state = (container.get("state") or {}).get("waiting") or {}
-            if waiting_state.get("reason") in (
-                "CrashLoopBackOff",
-                "ImagePullBackOff",
-                "ErrImagePull",
-                "CreateContainerConfigError",
-                "InvalidImageName",
-            ):
-                return waiting_state["reason"], (
-                    f"Pod {pod['metadata']['name']} container {container.get('name')}: "
-                    f"{waiting_state.get('message', waiting_state['reason'])}"
-                )
-    return None
+def with_replica_states(outcome: Outcome, load: ModelLoadState) -> Outcome:
+    """The outcome told where the replicas are (pure): while none serves, Ready says
+    why in the most telling replica's words (Fetching, Loading, FailedToLoad with
+    Triton's message, Unschedulable with the scheduler's, ...); a replica that failed
+    marks the model Degraded, and Stalled while none serves."""
+    headline = load.headline
+    if headline is None:
+        return outcome
+    changes: dict[str, Any] = {"replica_states": load.counts}
+    summary = ", ".join(f"{n} {state}" for state, n in load.counts.items())
+    if outcome.ready.status != "True" and headline.state != READY:
+        changes["ready"] = Cond("Ready", "False", headline.state, f"{summary}. {headline.message}")
+        changes["stalled"] = load.failed
+    if load.failed:
+        changes["degraded"] = Cond("Degraded", "True", headline.state, headline.message)
+    return replace(outcome, **changes)
 
 
 METRIC_FIELDS = (
@@ -329,6 +334,7 @@ def model_status(
         dstatus = outcome.deployment.get("status") or {}
         fields["replicas"] = dstatus.get("replicas", 0)
         fields["readyReplicas"] = dstatus.get("readyReplicas", 0)
+        fields["replicaStates"] = outcome.replica_states
         host = f"{model.metadata.name}.{model.metadata.namespace}.svc"
         endpoints = {"http": f"http://{host}:{HTTP_PORT}", "grpc": f"{host}:{GRPC_PORT}"}
         if gateway is not None:
@@ -402,14 +408,12 @@ def _announce(
     op: Operator, body: dict[str, Any], before: dict[str, Any] | None, ready: Cond
 ) -> None:
     """An Event when readiness changes (not for a new model that is just starting)."""
-    if before is None and ready.reason == "NoReplicasAvailable":
+    if before is None and ready.reason in ON_THE_WAY:
         return
     if before is not None and (before.get("status"), before.get("reason")) == (
         ready.status,
         ready.reason,
     ):
         return
-    type_ = (
-        "Normal" if ready.status == "True" or ready.reason == "NoReplicasAvailable" else "Warning"
-    )
+    type_ = "Normal" if ready.status == "True" or ready.reason in ON_THE_WAY else "Warning"
     op.kube.event(body, type_, ready.reason, ready.message)

@@ -14,6 +14,9 @@ from shoal.api.inferencemodel import InferenceModel
 
 __all__ = ["MANAGED_BY", "MODEL_LABEL", "MODEL_SOURCE_LABEL", "POOL_LABEL"]
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+# The containers of a model's pod: Triton, and the init container that copies the
+# model's files in before it starts.
+SERVING_CONTAINER, FETCH_CONTAINER = "triton", "fetch-model"
 
 
 def config_map_name(model: InferenceModel) -> str:

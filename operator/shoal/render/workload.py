@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
+from shoal.api.common import parse_duration
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.quantity import canonical_quantity, quantity_value
 from shoal.api.tenantpool import TenantPoolSpec
@@ -14,10 +16,12 @@ from shoal.render.images import DEFAULT_IMAGES, ServingImages
 from shoal.render.model_config import render_config_pbtxt
 from shoal.render.model_fetch import MODEL_ROOT, fetch_plan, needs_network
 from shoal.render.names import (
+    FETCH_CONTAINER,
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
     MODEL_SOURCE_LABEL,
+    SERVING_CONTAINER,
     config_map_name,
     model_labels,
     model_metadata,
@@ -28,6 +32,7 @@ from shoal.render.pool import priority_value
 from shoal.render.security import container_security_context, pod_security_context
 
 CHECKSUM_ANNOTATION = "shoal.dev/config-checksum"
+STARTUP_PERIOD_SECONDS = 10
 GRACE_SECONDS = 30
 # Endpoints controllers and load balancers need a moment to stop sending new requests
 # before Triton stops accepting them.
@@ -161,7 +166,7 @@ def deployment(
         {"name": "tmp", "mountPath": "/tmp"},
     ]
     triton = {
-        "name": "triton",
+        "name": SERVING_CONTAINER,
         "image": runtime.image or images.triton,
         "imagePullPolicy": runtime.image_pull_policy,
         "args": triton_args(model),
@@ -174,22 +179,31 @@ def deployment(
             "requests": {"cpu": runtime.cpu, "memory": memory},
             "limits": limits,
         },
-        # Loading a large model can take minutes: the startup probe allows 10.
-        "startupProbe": _probe("/v2/health/ready", 10, 60),
+        # Loading a large model can take minutes: the startup probe allows the model's
+        # startupTimeout before the kubelet restarts the container.
+        "startupProbe": _probe(
+            "/v2/health/ready",
+            STARTUP_PERIOD_SECONDS,
+            math.ceil(parse_duration(runtime.startup_timeout) / STARTUP_PERIOD_SECONDS),
+        ),
         "readinessProbe": _probe("/v2/health/ready", 5, 3),
         "livenessProbe": _probe("/v2/health/live", 10, 3),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRESTOP_SLEEP_SECONDS}}},
         "securityContext": container_security_context(),
+        # A Triton that exits on a model it cannot load says why in its last log lines:
+        # they become the termination message the model's status quotes.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": model_mounts,
     }
     fetch_container = {
-        "name": "fetch-model",
+        "name": FETCH_CONTAINER,
         "image": images.fetch,
         "imagePullPolicy": "IfNotPresent",
         "args": fetch.args,
         "env": [{"name": "HOME", "value": "/tmp"}, *(proxy_env(pool) if remote else [])],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}},
         "securityContext": container_security_context(),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
             {"name": "model-repository", "mountPath": MODEL_ROOT},
             {"name": "tmp", "mountPath": "/tmp"},
