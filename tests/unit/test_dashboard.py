@@ -31,6 +31,9 @@ def test_every_shoal_series_in_the_dashboard_is_recorded() -> None:
         "429s",
         "Gateway",
         "Predictive",
+        "GPU utilisation",
+        "GPU-seconds per 1,000 requests",
+        "Mean queue time",
     ):
         assert topic in titles
     # The predictive panels read the operator's own gauges, which it exports by name.

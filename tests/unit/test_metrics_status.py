@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shoal.metrics.reader import Figures
-from shoal.metrics.status import format_seconds, metrics_status
+from shoal.metrics.status import format_bytes, format_seconds, metrics_status
 
 
 def test_figures_become_status_fields() -> None:
@@ -37,3 +37,29 @@ def test_unreachable_and_unconfigured_say_so() -> None:
 def test_format_seconds() -> None:
     assert format_seconds(0.0123) == "12ms"
     assert format_seconds(1.5) == "1.50s"
+    assert format_seconds(0.0001) == "100us"
+
+
+def test_the_cost_and_gpu_figures_become_status_fields() -> None:
+    """The values the recording rules give for two replicas on one GPU each (the
+    promtool test of tests/e2e/promtool/rules_test.yaml) as the status shows them."""
+    fields, _ = metrics_status(
+        Figures(
+            {
+                "p99Seconds": 0.15,
+                "meanQueueSeconds": 0.0001,
+                "gpuUtilization": 0.7,
+                "gpuMemoryBytes": 22e9,
+                "gpuSecondsPer1kRequests": 100.0,
+            }
+        )
+    )
+    assert fields == {
+        "p99Latency": "150ms",
+        "meanQueueTime": "100us",
+        "gpuUtilization": 0.7,
+        "gpuMemory": "20.5Gi",
+        "gpuSecondsPer1kRequests": 100.0,
+    }
+    assert format_bytes(512) == "512"
+    assert format_bytes(3 * 2**30) == "3Gi"

@@ -572,6 +572,24 @@ class InferenceModelStatus(SpecModel):
         default=None, ge=0, description="Requests per execution."
     )
     request_rate: float | None = Field(default=None, ge=0, description="Requests per second.")
+    p99_latency: str | None = Field(
+        default=None, description="P99 request latency (the slowest replica's), e.g. 40ms."
+    )
+    mean_queue_time: str | None = Field(
+        default=None, description="Mean time a request waited in Triton's queue, e.g. 3ms."
+    )
+    gpu_utilization: float | None = Field(
+        default=None, ge=0, le=1, description="Mean utilisation of the model's GPUs, 0 to 1."
+    )
+    gpu_memory: str | None = Field(
+        default=None, description="GPU memory the model's replicas hold, e.g. 20.5Gi."
+    )
+    gpu_seconds_per1k_requests: float | None = Field(
+        default=None,
+        ge=0,
+        alias="gpuSecondsPer1kRequests",
+        description="Cost per request: GPU-seconds held per 1,000 requests served.",
+    )
     capacity_per_replica: float | None = Field(
         default=None,
         ge=0,

@@ -203,6 +203,28 @@ def recording_rules() -> dict[str, Any]:
             '"source", "triton", "", "") or label_replace(sum by (namespace, inferencemodel) '
             '(shoal:gateway_request_rate:model), "source", "gateway", "", ""))',
         ),
+        # Mean time a request waited in Triton's queue (scheduler wait, not compute).
+        _rule(
+            "shoal:queue_seconds_mean:model",
+            f"sum by ({MODEL}) (rate(nv_inference_queue_duration_us[{RATE_WINDOW}])) / "
+            f"sum by ({MODEL}) (rate(nv_inference_request_success[{RATE_WINDOW}])) / 1e6",
+        ),
+        # Triton reports each GPU it sees (gpu_uuid) from each replica: the model's mean
+        # utilisation (0 to 1), the memory its replicas hold, and how many GPUs it holds.
+        _rule("shoal:gpu_utilization:model", f"avg by ({MODEL}) (nv_gpu_utilization)"),
+        _rule("shoal:gpu_memory_used_bytes:model", f"sum by ({MODEL}) (nv_gpu_memory_used_bytes)"),
+        _rule("shoal:gpus:model", f"count by ({MODEL}) (nv_gpu_utilization)"),
+        # Cost per request: GPU-seconds spent per 1,000 requests served (GPUs held each
+        # second over requests served each second), per model and per tenant namespace.
+        _rule(
+            "shoal:gpu_seconds_per_1k_requests:model",
+            f"1000 * shoal:gpus:model / ({served} > 0)",
+        ),
+        _rule(
+            "shoal:gpu_seconds_per_1k_requests:tenant",
+            "1000 * sum by (namespace) (shoal:gpus:model) / "
+            f"(sum by (namespace) (rate(nv_inference_request_success[{RATE_WINDOW}])) > 0)",
+        ),
         # What one replica does, for the capacity the operator measures: batches run,
         # requests in them, and the time the model computed (per second).
         _rule(

@@ -15,6 +15,11 @@ QUERIES = {
     "p95Seconds": "shoal:request_p95_seconds:model",
     "averageBatchSize": "shoal:average_batch_size:model",
     "requestRate": "shoal:request_rate:model",
+    "p99Seconds": "shoal:request_p99_seconds:model",
+    "meanQueueSeconds": "shoal:queue_seconds_mean:model",
+    "gpuUtilization": "shoal:gpu_utilization:model",
+    "gpuMemoryBytes": "shoal:gpu_memory_used_bytes:model",
+    "gpuSecondsPer1kRequests": "shoal:gpu_seconds_per_1k_requests:model",
 }
 
 

@@ -9,9 +9,20 @@ from shoal.reconcile.conditions import Cond
 
 
 def format_seconds(seconds: float) -> str:
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.0f}us"
     if seconds < 1:
         return f"{seconds * 1000:.0f}ms"
     return f"{seconds:.2f}s"
+
+
+def format_bytes(count: float) -> str:
+    """Bytes as a Kubernetes quantity, in the largest binary unit that keeps a whole
+    number of tenths: 22000000000 -> 20.5Gi."""
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if count >= size:
+            return f"{count / size:.1f}".removesuffix(".0") + unit
+    return f"{count:.0f}"
 
 
 def metrics_status(figures: Figures | None) -> tuple[dict[str, Any], Cond]:
@@ -46,4 +57,14 @@ def metrics_status(figures: Figures | None) -> tuple[dict[str, Any], Cond]:
         fields["averageBatchSize"] = round(values["averageBatchSize"], 2)
     if "requestRate" in values:
         fields["requestRate"] = round(values["requestRate"], 2)
+    if "p99Seconds" in values:
+        fields["p99Latency"] = format_seconds(values["p99Seconds"])
+    if "meanQueueSeconds" in values:
+        fields["meanQueueTime"] = format_seconds(values["meanQueueSeconds"])
+    if "gpuUtilization" in values:
+        fields["gpuUtilization"] = round(values["gpuUtilization"], 2)
+    if "gpuMemoryBytes" in values:
+        fields["gpuMemory"] = format_bytes(values["gpuMemoryBytes"])
+    if "gpuSecondsPer1kRequests" in values:
+        fields["gpuSecondsPer1kRequests"] = round(values["gpuSecondsPer1kRequests"], 2)
     return fields, Cond("MetricsAvailable", "True", "Scraped", "Figures from Prometheus.")

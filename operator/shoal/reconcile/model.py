@@ -295,6 +295,11 @@ METRIC_FIELDS = (
     "p95Latency",
     "averageBatchSize",
     "requestRate",
+    "p99Latency",
+    "meanQueueTime",
+    "gpuUtilization",
+    "gpuMemory",
+    "gpuSecondsPer1kRequests",
     # From the predictive loop (shoal.autoscale), for models with scaling.predictive.
     "forecastRate",
     "capacityPerReplica",
