@@ -331,6 +331,18 @@ def ensure_binaries() -> Path:
     return Path(out.strip().splitlines()[-1])
 
 
+def ensure_tool(directory: str, package: str, name: str = "") -> Path:
+    """Build (or find in the cache) one test tool from its module under tools/; return
+    the binary's path."""
+    out = subprocess.run(
+        [str(HERE / "build_tool.sh"), directory, package, *([name] if name else [])],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    ).stdout
+    return Path(out.strip().splitlines()[-1])
+
+
 def healthy(cluster: LocalCluster) -> bool:
     """True when every recorded process lives and the API server is ready."""
     state = cluster.read_state()
