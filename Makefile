@@ -40,10 +40,11 @@ tools: $(NCA_STAMP)
 # Debian packages the tests run for real: rclone (the model-fetch init container's
 # tool), prometheus (the server and promtool) and haproxy (the pool gateway's engine,
 # 2.6 with the Prometheus exporter and jwt_verify). The tests run their own haproxy
-# processes: the service the package starts is stopped again.
-DEBIAN_PACKAGES := rclone prometheus haproxy
+# processes: the service the package starts is stopped again. shellcheck: actionlint
+# checks the workflows' run: blocks with it (tests/unit/test_release_workflow.py).
+DEBIAN_PACKAGES := rclone prometheus haproxy shellcheck
 system-deps:
-	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null && test -x /usr/sbin/haproxy || { \
+	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null && test -x /usr/sbin/haproxy && command -v shellcheck >/dev/null || { \
 	  echo "installing Debian packages: $(DEBIAN_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null && \
@@ -71,6 +72,7 @@ lint: venv
 
 generate: venv
 	$(VENV)/bin/shoal generate
+	$(VENV)/bin/python -m e2e.argocd_health --write
 
 # Benchmarks print figures and write benchmarks/results/*.json; they are not tests.
 # The autoscaling replay is calibrated on the batching benchmark's curve: it runs after.
