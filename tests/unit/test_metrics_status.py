@@ -63,3 +63,28 @@ def test_the_cost_and_gpu_figures_become_status_fields() -> None:
     }
     assert format_bytes(512) == "512"
     assert format_bytes(3 * 2**30) == "3Gi"
+
+
+def test_batch_fill_is_the_average_batch_over_the_models_max_batch_size() -> None:
+    """From Prometheus' average batch size and the model's effective maxBatchSize; kept
+    from the last figures while Prometheus is not asked on a pass."""
+    from shoal.api.inferencemodel import InferenceModel
+    from shoal.reconcile.conditions import Cond
+    from shoal.reconcile.model import Outcome, model_status
+    from tests.support.resources import example_documents
+
+    doc = next(d for d in example_documents() if d.get("kind") == "InferenceModel")
+    model = InferenceModel.model_validate(doc)
+    outcome = Outcome(
+        ready=Cond("Ready", "True", "Available", "1 of 1 replicas ready to serve."),
+        progressing=Cond("Progressing", "False", "RolloutComplete", "1 replicas available."),
+        degraded=Cond("Degraded", "False", "AsExpected", "All objects are applied."),
+        deployment={"status": {"replicas": 1, "readyReplicas": 1}},
+        max_batch_size=8,
+    )
+    fresh = model_status(model, doc, outcome, metrics_status(Figures({"averageBatchSize": 6.0})))
+    assert fresh["batchFill"] == 0.75
+    kept = model_status(model, {**doc, "status": fresh}, outcome, None)
+    assert kept["batchFill"] == 0.75
+    unbatched = model_status(model, doc, outcome, metrics_status(Figures({"queueDepth": 1.0})))
+    assert "batchFill" not in unbatched

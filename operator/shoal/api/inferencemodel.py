@@ -572,6 +572,13 @@ class InferenceModelStatus(SpecModel):
         default=None, ge=0, description="Requests per execution."
     )
     request_rate: float | None = Field(default=None, ge=0, description="Requests per second.")
+    batch_fill: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="How full batches run: averageBatchSize over the effective "
+        "maxBatchSize, 0 to 1.",
+    )
     p99_latency: str | None = Field(
         default=None, description="P99 request latency (the slowest replica's), e.g. 40ms."
     )

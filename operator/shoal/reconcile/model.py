@@ -34,6 +34,7 @@ from shoal.reconcile.replica_state import (
     summarise,
 )
 from shoal.reconcile.status import assemble, kstatus, write_status
+from shoal.render.batching import effective_batching
 from shoal.render.desired import model_objects
 from shoal.render.gateway import gateway_host
 from shoal.render.names import GRPC_PORT, HTTP_PORT
@@ -61,6 +62,8 @@ class Outcome:
     next_change: dt.datetime | None = None  # when a scheduled window opens or closes
     # Replicas per state (shoal.reconcile.replica_state), while not all serve.
     replica_states: dict[str, int] | None = None
+    # The model's effective maxBatchSize, for its batch fill.
+    max_batch_size: int | None = None
 
 
 # Ready=False reasons of a model whose replicas are still on their way: no warning.
@@ -234,6 +237,7 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
     except (ValueError, KeyError, LookupError) as exc:
         return stalled("InvalidSchedule", f"A scaling schedule cannot be evaluated: {exc}")
     try:
+        batching = effective_batching(model, policy.spec if policy else None)
         desired = model_objects(
             model,
             policy.spec if policy else None,
@@ -261,7 +265,10 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
             deployment = live
     assert deployment is not None  # the stack always has one
     outcome = replace(
-        rollout_outcome(deployment, floor.min_replicas), floor=floor, next_change=upcoming
+        rollout_outcome(deployment, floor.min_replicas),
+        floor=floor,
+        next_change=upcoming,
+        max_batch_size=batching.max_batch_size,
     )
     replicas = (deployment.get("status") or {}).get("replicas", 0)
     if replicas and (outcome.ready.status != "True" or outcome.progressing.status == "True"):
@@ -336,6 +343,9 @@ def model_status(
                         "MetricsAvailable", kept["status"], kept["reason"], kept.get("message", "")
                     )
                 )
+        average = fields.get("averageBatchSize")
+        if average is not None and outcome.max_batch_size:
+            fields["batchFill"] = round(min(average / outcome.max_batch_size, 1.0), 2)
         dstatus = outcome.deployment.get("status") or {}
         fields["replicas"] = dstatus.get("replicas", 0)
         fields["readyReplicas"] = dstatus.get("readyReplicas", 0)
