@@ -88,3 +88,10 @@ def test_batch_fill_is_the_average_batch_over_the_models_max_batch_size() -> Non
     assert kept["batchFill"] == 0.75
     unbatched = model_status(model, doc, outcome, metrics_status(Figures({"queueDepth": 1.0})))
     assert "batchFill" not in unbatched
+
+
+def test_every_figure_the_reader_asks_for_reaches_status() -> None:
+    from shoal.metrics.reader import QUERIES
+    from shoal.metrics.status import STATUS_FIELDS
+
+    assert {key for key, _, _ in STATUS_FIELDS} == set(QUERIES)

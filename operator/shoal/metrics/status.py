@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from shoal.metrics.reader import Figures
@@ -23,6 +24,24 @@ def format_bytes(count: float) -> str:
         if count >= size:
             return f"{count / size:.1f}".removesuffix(".0") + unit
     return f"{count:.0f}"
+
+
+def _rounded(value: float) -> float:
+    return round(value, 2)
+
+
+# Each figure the reader asks Prometheus for, the status field it becomes, and how.
+STATUS_FIELDS: tuple[tuple[str, str, Callable[[float], Any]], ...] = (
+    ("queueDepth", "queueDepth", _rounded),
+    ("p95Seconds", "p95Latency", format_seconds),
+    ("averageBatchSize", "averageBatchSize", _rounded),
+    ("requestRate", "requestRate", _rounded),
+    ("p99Seconds", "p99Latency", format_seconds),
+    ("meanQueueSeconds", "meanQueueTime", format_seconds),
+    ("gpuUtilization", "gpuUtilization", _rounded),
+    ("gpuMemoryBytes", "gpuMemory", format_bytes),
+    ("gpuSecondsPer1kRequests", "gpuSecondsPer1kRequests", _rounded),
+)
 
 
 def metrics_status(figures: Figures | None) -> tuple[dict[str, Any], Cond]:
@@ -48,23 +67,5 @@ def metrics_status(figures: Figures | None) -> tuple[dict[str, Any], Cond]:
             "NoSamples",
             "Prometheus has no samples for this model yet.",
         )
-    fields: dict[str, Any] = {}
-    if "queueDepth" in values:
-        fields["queueDepth"] = round(values["queueDepth"], 2)
-    if "p95Seconds" in values:
-        fields["p95Latency"] = format_seconds(values["p95Seconds"])
-    if "averageBatchSize" in values:
-        fields["averageBatchSize"] = round(values["averageBatchSize"], 2)
-    if "requestRate" in values:
-        fields["requestRate"] = round(values["requestRate"], 2)
-    if "p99Seconds" in values:
-        fields["p99Latency"] = format_seconds(values["p99Seconds"])
-    if "meanQueueSeconds" in values:
-        fields["meanQueueTime"] = format_seconds(values["meanQueueSeconds"])
-    if "gpuUtilization" in values:
-        fields["gpuUtilization"] = round(values["gpuUtilization"], 2)
-    if "gpuMemoryBytes" in values:
-        fields["gpuMemory"] = format_bytes(values["gpuMemoryBytes"])
-    if "gpuSecondsPer1kRequests" in values:
-        fields["gpuSecondsPer1kRequests"] = round(values["gpuSecondsPer1kRequests"], 2)
+    fields = {field: show(values[key]) for key, field, show in STATUS_FIELDS if key in values}
     return fields, Cond("MetricsAvailable", "True", "Scraped", "Figures from Prometheus.")
