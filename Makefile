@@ -73,6 +73,7 @@ lint: venv
 generate: venv
 	$(VENV)/bin/shoal generate
 	$(VENV)/bin/python -m e2e.argocd_health --write
+	$(VENV)/bin/python -m e2e.chart_readme --write
 
 # Benchmarks print figures and write benchmarks/results/*.json; they are not tests.
 # The autoscaling replay is calibrated on the batching benchmark's curve: it runs after.

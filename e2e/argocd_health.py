@@ -13,12 +13,12 @@ tests/unit/test_argocd_health.py fails when it drifts from the scripts.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import yaml
 
+from e2e import generated_file
 from shoal.api.constants import GROUP
 from shoal.api.crd import KINDS
 
@@ -90,22 +90,9 @@ def render(directory: Path = SCRIPTS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m e2e.argocd_health", description=__doc__)
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help=f"write {FRAGMENT.relative_to(REPO)}")
-    mode.add_argument("--check", action="store_true", help="exit 1 when that file is stale")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.write:
-        FRAGMENT.write_text(text)
-        return 0
-    if args.check:
-        if not FRAGMENT.exists() or FRAGMENT.read_text() != text:
-            print(f"{FRAGMENT} is stale: run python -m e2e.argocd_health --write", file=sys.stderr)
-            return 1
-        return 0
-    sys.stdout.write(text)
-    return 0
+    return generated_file.main(
+        argv, module="e2e.argocd_health", about=__doc__, target=FRAGMENT, render=render
+    )
 
 
 if __name__ == "__main__":

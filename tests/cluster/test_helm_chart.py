@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from e2e.cluster.local import ensure_binaries
 from e2e.cluster.target import Target
 from kubernetes import client
 
+from e2e import chart_readme
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_labels
@@ -59,6 +63,30 @@ def test_lint_and_schema(helm: Callable[..., subprocess.CompletedProcess[str]]) 
     assert "resyncSeconds" in bad.stderr
     unknown = helm("template", RELEASE, str(CHART), "--set", "replicaCount=2")
     assert unknown.returncode != 0, "values.schema.json must refuse unknown values"
+
+
+def test_extra_env_may_not_repeat_a_variable_the_chart_sets(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """A second entry of the same name is refused by server-side apply ("duplicate
+    entries for key") and silently dropped by a later Helm upgrade: the schema refuses
+    it at install, for every variable the Deployment template sets."""
+    template = (CHART / "templates" / "deployment.yaml").read_text()
+    chart_sets = set(re.findall(r"- name: ((?:SHOAL|POD)_[A-Z_]+)", template))
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    refused = set(schema["properties"]["extraEnv"]["items"]["properties"]["name"]["not"]["enum"])
+    assert chart_sets == refused
+    repeated = helm(
+        "template", RELEASE, str(CHART),
+        "--set", "extraEnv[0].name=SHOAL_LOG_FORMAT", "--set", "extraEnv[0].value=json",
+    )  # fmt: skip
+    assert repeated.returncode != 0
+    assert "extraEnv" in repeated.stderr, repeated.stderr
+    own = helm(
+        "template", RELEASE, str(CHART),
+        "--set", "extraEnv[0].name=HTTPS_PROXY", "--set", "extraEnv[0].value=http://proxy:3128",
+    )  # fmt: skip
+    assert own.returncode == 0, own.stderr
 
 
 def test_rendered_templates_pass_the_api_servers_validation(
@@ -287,3 +315,186 @@ def test_enterprise_values_reach_the_operator_pod(
     assert helm("template", RELEASE, str(CHART), "--set", "global.registry=x").returncode == 0
     bad = helm("template", RELEASE, str(CHART), "--set", "image.digest=latest")
     assert bad.returncode != 0, "values.schema.json must refuse a digest that is not one"
+
+
+ENTERPRISE = CHART.parents[1] / "tests" / "support" / "enterprise-values.yaml"
+PROMETHEUS_OPERATOR = "monitoring.coreos.com"
+RESTRICTED = {
+    f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")
+} | {"pod-security.kubernetes.io/enforce-version": "latest"}
+
+
+def _is_set(values: dict[str, Any], key: str) -> bool:
+    node: Any = values
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def test_every_value_passes_the_api_servers_admission(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    kubectl: Callable[..., str],
+    api: client.ApiClient,
+    crds: list[str],
+    tmp_path: Path,
+) -> None:
+    """tests/support/enterprise-values.yaml sets every value the chart declares (the
+    test fails on one it misses, so a new value must be exercised too). The chart
+    rendered with it is applied with a server-side dry run, strict field validation,
+    into a release namespace that enforces (and warns on) the restricted Pod Security
+    profile: the real API server's schema validation and admission judge each object.
+    A Deployment's pods are only admitted when its ReplicaSet creates them, which a dry
+    run never does, so its pod template is also dry-run created as a Pod (its
+    ServiceAccount really created first, which the ServiceAccount admission needs),
+    next to a stripped copy that Pod Security must refuse, proving enforcement is on.
+
+    The Prometheus Operator's kinds (PrometheusRule, PodMonitor, ServiceMonitor): the
+    repository has no copy of their CRDs, so where the cluster does not serve
+    monitoring.coreos.com (the local one does not) those objects are only rendered and
+    checked here, not sent to the API server. Against a cluster that runs the
+    Prometheus Operator they are dry-run applied like the rest.
+
+    The namespaces get unique names (the gateway namespace by --set over the file's),
+    so reruns and other tests never meet them."""
+    enterprise = yaml.safe_load(ENTERPRISE.read_text())
+    declared = [v.key for v in chart_readme.values() if v.leaf]
+    unset = [key for key in declared if not _is_set(enterprise, key)]
+    assert not unset, f"{ENTERPRISE} must set every value of the chart; it misses {unset}"
+
+    suffix = uuid.uuid4().hex[:5]
+    release, namespace = "shoal-ent", f"shoal-enterprise-{suffix}"
+    gateways = f"{namespace}-gateways"
+    out = helm(
+        "template",
+        release,
+        str(CHART),
+        *("--namespace", namespace, "--values", str(ENTERPRISE)),
+        *("--set", f"gateway.namespace={gateways}"),
+    )
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+
+    # Each value reached its object.
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    operator = next(d for d in by_kind["Deployment"] if d["metadata"]["name"] == release)
+    pod_template = operator["spec"]["template"]
+    pod = pod_template["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    image = f"{enterprise['image']['repository']}@{enterprise['image']['digest']}"
+    assert operator["spec"]["replicas"] == enterprise["replicas"]
+    assert (container["image"], container["imagePullPolicy"]) == (image, "Always")
+    assert container["resources"] == enterprise["resources"]
+    assert pod["imagePullSecrets"] == enterprise["imagePullSecrets"]
+    assert pod["priorityClassName"] == enterprise["priorityClassName"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for key in ("nodeSelector", "tolerations", "affinity"):
+        assert pod[key] == enterprise[key], key
+    assert pod_template["metadata"]["annotations"] == enterprise["podAnnotations"]
+    assert [env[e["name"]] for e in enterprise["extraEnv"]] == enterprise["extraEnv"]
+    assert {
+        name: env[name].get("value")
+        for name in (
+            "SHOAL_IMAGE",
+            "SHOAL_LOG_FORMAT",
+            "SHOAL_NAMESPACES",
+            "SHOAL_CLUSTER_CIDRS",
+            "SHOAL_PROMETHEUS_URL",
+            "SHOAL_RESYNC_SECONDS",
+            "SHOAL_GATEWAY_NAMESPACE",
+            "SHOAL_GATEWAY_IMAGE",
+            "SHOAL_TRITON_IMAGE",
+            "SHOAL_FETCH_IMAGE",
+        )
+    } == {
+        "SHOAL_IMAGE": image,
+        "SHOAL_LOG_FORMAT": "json",
+        "SHOAL_NAMESPACES": ",".join(enterprise["watchNamespaces"]),
+        "SHOAL_CLUSTER_CIDRS": ",".join(enterprise["clusterCIDRs"]),
+        "SHOAL_PROMETHEUS_URL": enterprise["prometheusUrl"],
+        "SHOAL_RESYNC_SECONDS": str(enterprise["resyncSeconds"]),
+        "SHOAL_GATEWAY_NAMESPACE": gateways,
+        "SHOAL_GATEWAY_IMAGE": enterprise["gateway"]["image"],
+        "SHOAL_TRITON_IMAGE": enterprise["modelImages"]["triton"],
+        "SHOAL_FETCH_IMAGE": enterprise["modelImages"]["fetch"],
+    }
+    account = next(d for d in by_kind["ServiceAccount"] if d["metadata"]["name"] == release)
+    assert account["metadata"]["annotations"] == enterprise["serviceAccount"]["annotations"]
+    assert [n["metadata"]["name"] for n in by_kind["Namespace"]] == [gateways]
+    assert "ValidatingAdmissionPolicy" in by_kind
+    assert f"{release}-dashboard" in {c["metadata"]["name"] for c in by_kind["ConfigMap"]}
+    monitoring = [d for d in docs if d["apiVersion"].startswith(f"{PROMETHEUS_OPERATOR}/")]
+    assert sorted(d["kind"] for d in monitoring) == [
+        "PodMonitor",
+        "PodMonitor",
+        "PrometheusRule",
+        "ServiceMonitor",
+    ]
+    for doc in monitoring:
+        labels = doc["metadata"]["labels"]
+        assert enterprise["monitoring"]["additionalLabels"].items() <= labels.items()
+    rules = [r for g in by_kind["PrometheusRule"][0]["spec"]["groups"] for r in g["rules"]]
+    assert any("alert" in r for r in rules)  # monitoring.prometheusRule.alerts
+    assert any("record" in r for r in rules)
+
+    served = {g.name for g in client.ApisApi(api).get_api_versions().groups}
+    applied = [d for d in docs if PROMETHEUS_OPERATOR in served or d not in monitoring]
+    manifest = tmp_path / "enterprise.yaml"
+    manifest.write_text(yaml.safe_dump_all(applied, sort_keys=False))
+
+    core = client.CoreV1Api(api)
+    for name in (namespace, gateways):
+        core.create_namespace(
+            client.V1Namespace(
+                metadata=client.V1ObjectMeta(
+                    name=name, labels={"shoal.dev/test": "1", **RESTRICTED}
+                )
+            )
+        )
+    try:
+        # The Pod's ServiceAccount must exist for the ServiceAccount admission plugin.
+        account_file = tmp_path / "serviceaccount.yaml"
+        account_file.write_text(yaml.safe_dump(account))
+        kubectl("apply", "--server-side", f"--filename={account_file}")
+        result = kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=shoal-enterprise-dry-run",
+            "--dry-run=server",
+            "--validate=strict",
+            f"--filename={manifest}",
+        )
+        assert "Warning" not in result, result
+        assert result.count("(server dry run)") == len(applied), result
+
+        as_pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**pod_template["metadata"], "name": release, "namespace": namespace},
+            "spec": pod,
+        }
+        pod_file = tmp_path / "pod.yaml"
+        pod_file.write_text(yaml.safe_dump(as_pod))
+        admitted = kubectl(
+            "create", "--dry-run=server", "--validate=strict", f"--filename={pod_file}"
+        )
+        assert "created (server dry run)" in admitted, admitted
+        assert "Warning" not in admitted, admitted
+
+        stripped = yaml.safe_load(yaml.safe_dump(as_pod))
+        del stripped["spec"]["securityContext"]
+        del stripped["spec"]["containers"][0]["securityContext"]
+        pod_file.write_text(yaml.safe_dump(stripped))
+        refused = kubectl("create", "--dry-run=server", f"--filename={pod_file}", check=False)
+        assert 'violates PodSecurity "restricted:latest"' in refused, refused
+    finally:
+        for name in (namespace, gateways):
+            core.delete_namespace(name, propagation_policy="Background")
