@@ -203,15 +203,17 @@ def parallel(
     items: list[Any],
     work: Callable[[httpx.Client, Any], None],
     clients: int = CLIENTS,
+    timeout: float = 30.0,
 ) -> float:
     """Runs ``work(http, item)`` over ``items`` from ``clients`` threads, each with its
-    own keep-alive admin connection; returns the seconds taken."""
+    own keep-alive admin connection (requests time out after ``timeout`` seconds);
+    returns the seconds taken."""
     chunks = [items[i::clients] for i in range(clients)]
     errors: list[BaseException] = []
 
     def run(chunk: list[Any]) -> None:
         try:
-            with local.admin_client(cluster) as http:
+            with local.admin_client(cluster, timeout) as http:
                 for item in chunk:
                     work(http, item)
         except BaseException as exc:  # surfaced below, in the calling thread

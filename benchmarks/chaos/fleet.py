@@ -114,8 +114,13 @@ class EndState:
         )
 
 
-def end_state(http: httpx.Client, expected_models: list[dict[str, Any]]) -> EndState:
-    """The cluster's models and Shoal's children, against ``expected_models``."""
+def end_state(
+    http: httpx.Client, expected_models: list[dict[str, Any]], autoscaled: bool = True
+) -> EndState:
+    """The cluster's models and Shoal's children, against ``expected_models``. A model
+    counts as Ready once its HPA's first evaluation has landed too (``autoscaled``): it
+    changes the model's AutoscalerReady, a write that must not fall into a no-op
+    window."""
     items = http.get(f"{bench.GROUP_PATH}/inferencemodels").raise_for_status().json()["items"]
     wanted = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in expected_models}
     ready = current = 0
@@ -126,7 +131,8 @@ def end_state(http: httpx.Client, expected_models: list[dict[str, Any]]) -> EndS
         if status.get("observedGeneration") == meta["generation"]:
             current += 1
         conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
-        if conditions.get("Ready") == "True":
+        evaluated = conditions.get("AutoscalerReady") in ("True", "False")
+        if conditions.get("Ready") == "True" and (evaluated or not autoscaled):
             ready += 1
     expected, live = expected_children(expected_models), live_children(http)
     pools = http.get(f"{bench.GROUP_PATH}/tenantpools").raise_for_status().json()["items"]

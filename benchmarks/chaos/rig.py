@@ -33,6 +33,10 @@ from shoal.kube.paths import path_of
 # Short enough that a no-op resync is observed in seconds, long enough that 200 models'
 # passes do not keep this machine busy.
 RESYNC_SECONDS = 10.0
+# The admin's requests (applies, deletes) give up and are retried after this long: one
+# sent to an API server as it is killed or still starting must not hold the wave up
+# for the client's default 30 s.
+ADMIN_TIMEOUT_SECONDS = 5.0
 POLL_SECONDS = 1.0
 # Answers a client retries when the API server is away or shedding load.
 RETRIABLE = frozenset({429, 500, 502, 503, 504})
@@ -117,13 +121,13 @@ class Rig:
                 )
             )
 
-        bench.parallel(self.cluster, docs, one)
+        bench.parallel(self.cluster, docs, one, timeout=ADMIN_TIMEOUT_SECONDS)
 
     def delete(self, docs: list[dict[str, Any]]) -> None:
         def one(http: httpx.Client, doc: dict[str, Any]) -> None:
             _retrying(lambda: http.delete(path_of(doc)), also_ok=(404,))
 
-        bench.parallel(self.cluster, docs, one)
+        bench.parallel(self.cluster, docs, one, timeout=ADMIN_TIMEOUT_SECONDS)
 
     def reset(self, fleet: list[dict[str, Any]]) -> None:
         """Make the cluster's models exactly ``fleet``: apply it, delete every other."""
@@ -139,17 +143,21 @@ class Rig:
         )
         self.apply(fleet)
 
-    def end_state(self, models: list[dict[str, Any]]) -> EndState:
+    def end_state(self, models: list[dict[str, Any]], autoscaled: bool = True) -> EndState:
         with self.http() as http:
-            return end_state(http, models)
+            return end_state(http, models, autoscaled)
 
-    def converge(self, models: list[dict[str, Any]], timeout: float = 300.0) -> float:
-        """Seconds until the fleet's end state is exact; fails with what differs."""
+    def converge(
+        self, models: list[dict[str, Any]], timeout: float = 300.0, autoscaled: bool = True
+    ) -> float:
+        """Seconds until the fleet's end state is exact; fails with what differs.
+        ``autoscaled``: every model's HPA has been evaluated (False for an operator older
+        than the AutoscalerReady condition)."""
         began = time.monotonic()
         state: EndState | str = "<not read yet>"
         while time.monotonic() - began < timeout:
             try:
-                state = self.end_state(models)
+                state = self.end_state(models, autoscaled)
                 if state.converged:
                     return time.monotonic() - began
             except httpx.HTTPError as exc:

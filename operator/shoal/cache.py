@@ -3,8 +3,9 @@
 Every kind the operator acts on is watched (kopf), and each event's object is kept here
 as a projection: the custom resources and Namespaces without their managedFields, the
 children (Deployments, Services, ...) as their metadata plus, for Deployments, the
-rollout figures. A pass reads its model, pool, policy and namespace from here instead of
-asking the API server, and lists a pool's models and objects from the indexes here.
+rollout figures, and for HPAs whether they can read their metrics. A pass reads its
+model, pool, policy and namespace from here instead of asking the API server, and
+lists a pool's models and objects from the indexes here.
 
 kopf fills the cache from its indexing handlers, which it runs for every object of every
 watched kind before it runs any other handler (the initial lists of all kinds complete
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.api.constants import GROUP, POOL_LABEL
+from shoal.reconcile.autoscaler_state import scaling_active
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
 CUSTOM_KINDS = ("InferenceModel", "TenantPool", "BatchPolicy")
@@ -76,6 +78,9 @@ def _status_of(kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
         return _rollout(body)
     if kind == "Pod":
         return _pod(body)
+    if kind == "HorizontalPodAutoscaler":
+        active = scaling_active(body.get("status") or {})
+        return {"conditions": [active]} if active else {}
     return None
 
 

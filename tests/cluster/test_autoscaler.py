@@ -9,7 +9,7 @@ from e2e.cluster.local import HPA_SYNC_PERIOD
 from e2e.operator import OperatorProcess
 from kubernetes import client
 
-from tests.support.shoal_objects import Shoal, inference_model, wait_ready
+from tests.support.shoal_objects import Shoal, condition, inference_model, wait_ready
 from tests.support.wait import wait_for
 
 
@@ -35,8 +35,39 @@ def test_missing_metrics_never_scale_down(
         )
         reason = next(c.reason for c in hpa.status.conditions if c.type == "ScalingActive")
         assert reason.startswith("FailedGet"), reason
+        # The model, Ready and serving, says its autoscaling cannot work, in the HPA's
+        # words, and a Warning Event says it once.
+        model = wait_for(
+            "the model's AutoscalerReady to turn False",
+            lambda: shoal.get("InferenceModel", "unmetered", namespace),
+            lambda m: condition(m, "AutoscalerReady").get("status") == "False",
+            timeout=30,
+        )
+        said = condition(model, "AutoscalerReady")
+        assert said["reason"] == reason
+        assert "unable to get metric" in said["message"], said
+        assert condition(model, "Ready")["status"] == "True"
+        warnings = wait_for(
+            "a Warning Event for the autoscaler",
+            lambda: [
+                e
+                for e in client.CoreV1Api(api)
+                .list_namespaced_event(namespace, field_selector="involvedObject.name=unmetered")
+                .items
+                if e.reason == reason and e.involved_object.kind == "InferenceModel"
+            ],
+            bool,
+            timeout=30,
+        )
+        assert [e.type for e in warnings] == ["Warning"]
         time.sleep(4 * float(HPA_SYNC_PERIOD.rstrip("s")))
         assert apps.read_namespaced_deployment("unmetered", namespace).spec.replicas == 3
+        # Still one Event after several HPA syncs: the condition is written once.
+        again = client.CoreV1Api(api).list_namespaced_event(
+            namespace, field_selector="involvedObject.name=unmetered"
+        )
+        mine = [e for e in again.items if e.involved_object.kind == "InferenceModel"]
+        assert [e.count or 1 for e in mine if e.reason == reason] == [1]
 
 
 def test_an_open_schedule_raises_the_warm_pool(

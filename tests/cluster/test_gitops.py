@@ -12,7 +12,7 @@ from e2e.operator import OperatorProcess
 from kubernetes import client
 
 from tests.support.passes import wait_for_passes
-from tests.support.shoal_objects import Shoal, inference_model, wait_ready
+from tests.support.shoal_objects import Shoal, condition, inference_model, wait_ready
 from tests.support.wait import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -41,6 +41,13 @@ def test_applying_the_same_yaml_twice_changes_nothing(
     kubectl(*apply)
     shoal = Shoal(api)
     wait_ready(shoal, "team-search", "search-ranker", timeout=120)
+    # The HPA's first evaluation changes the model's AutoscalerReady: let it land first.
+    wait_for(
+        "the model's autoscaler to be evaluated",
+        lambda: shoal.get("InferenceModel", "search-ranker", "team-search"),
+        lambda m: condition(m, "AutoscalerReady").get("status") in ("True", "False"),
+        timeout=60,
+    )
     wait_for_passes(
         operator.metrics_url, rounds=2, kinds=("InferenceModel", "TenantPool", "BatchPolicy")
     )

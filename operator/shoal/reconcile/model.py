@@ -23,6 +23,7 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError, api_message
 from shoal.metrics.status import metrics_status
+from shoal.reconcile.autoscaler_state import AUTOSCALER_READY, autoscaler_condition
 from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.pool import isolation_objects
 from shoal.reconcile.replica_state import (
@@ -64,6 +65,8 @@ class Outcome:
     replica_states: dict[str, int] | None = None
     # The model's effective maxBatchSize, for its batch fill.
     max_batch_size: int | None = None
+    # AutoscalerReady, from the HPA's ScalingActive (shoal.reconcile.autoscaler_state).
+    autoscaler: Cond | None = None
 
 
 # Ready=False reasons of a model whose replicas are still on their way: no warning.
@@ -256,6 +259,7 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
             except ApiError as exc:
                 return _apply_failed(obj, exc)
     deployment: dict[str, Any] | None = None
+    autoscaler: dict[str, Any] | None = None
     for obj in desired:
         try:
             live = op.kube.apply(obj)
@@ -263,12 +267,15 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
             return _apply_failed(obj, exc)
         if obj["kind"] == "Deployment":
             deployment = live
+        elif obj["kind"] == "HorizontalPodAutoscaler":
+            autoscaler = live
     assert deployment is not None  # the stack always has one
     outcome = replace(
         rollout_outcome(deployment, floor.min_replicas),
         floor=floor,
         next_change=upcoming,
         max_batch_size=batching.max_batch_size,
+        autoscaler=autoscaler_condition(autoscaler),
     )
     replicas = (deployment.get("status") or {}).get("replicas", 0)
     if replicas and (outcome.ready.status != "True" or outcome.progressing.status == "True"):
@@ -329,6 +336,8 @@ def model_status(
     live = body.get("status") or {}
     conditions = [outcome.ready, outcome.progressing, outcome.degraded]
     conditions += kstatus(outcome.ready, stalled=outcome.stalled, progressing=outcome.progressing)
+    if outcome.autoscaler is not None:
+        conditions.append(outcome.autoscaler)
     fields: dict[str, Any] = {}
     if outcome.deployment is not None and model is not None:
         if metrics is not None:
@@ -394,6 +403,7 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
             if prediction is not None and predictive is not None and predictive.enabled:
                 metrics[0].update(prediction.status())
     before = condition(body.get("status"), "Ready")
+    autoscaler_before = condition(body.get("status"), AUTOSCALER_READY)
     replicas_before = (body.get("status") or {}).get("replicas")
     new = model_status(model, body, outcome, metrics, _gateway_host(op, model))
     target = model.spec.scaling.target_p95_latency if model is not None else None
@@ -402,6 +412,8 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
     )
     if write_status(op.kube, op.cache, body, new):
         _announce(op, body, before, outcome.ready)
+        if outcome.autoscaler is not None:
+            _announce_autoscaler(op, body, autoscaler_before, outcome.autoscaler)
     op.set_wakeup("InferenceModel", name, outcome.next_change, namespace)
     if new.get("replicas") != replicas_before and model is not None:
         # Its GPU use changed: the pool's usage, gathered over a burst of models.
@@ -417,6 +429,19 @@ def _gateway_host(op: Operator, model: InferenceModel | None) -> str | None:
     if pool is None or gateway.get("enabled") is False:
         return None
     return gateway_host(model.spec.pool, op.settings.gateway)
+
+
+def _announce_autoscaler(
+    op: Operator, body: dict[str, Any], before: dict[str, Any] | None, now: Cond
+) -> None:
+    """A Warning when the HPA cannot read its metrics, and a Normal Event when it can
+    again (not when a new model's HPA reads them for the first time)."""
+    was = (before or {}).get("status")
+    if now.status == was or now.status == "Unknown":
+        return
+    if now.status == "True" and was != "False":
+        return
+    op.kube.event(body, "Normal" if now.status == "True" else "Warning", now.reason, now.message)
 
 
 def _announce(

@@ -1,0 +1,55 @@
+"""Whether a model's HorizontalPodAutoscaler can read its metrics, as a condition.
+
+A model whose HPA cannot read its metrics (no metrics adapter, its rules not shipped,
+Prometheus not scraping the pods) still serves and reports Ready, but never scales: the
+HPA says so only in its own ``ScalingActive`` condition. ``AutoscalerReady`` carries
+that onto the model, where `kubectl get im`, alerts and GitOps tools look.
+
+What a pass depends on is ScalingActive's status and reason, and the message only when
+it is False: while True, the HPA names in its message whichever metric gave the most
+replicas last, which changes with the load and must not call for passes or writes.
+Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shoal.reconcile.conditions import Cond
+
+SCALING_ACTIVE = "ScalingActive"
+AUTOSCALER_READY = "AutoscalerReady"
+NOT_EVALUATED = Cond(
+    AUTOSCALER_READY, "Unknown", "NotEvaluated", "The HPA has not evaluated its metrics yet."
+)
+
+
+def scaling_active(hpa_status: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of an HPA's ScalingActive condition Shoal depends on, or None."""
+    for cond in hpa_status.get("conditions") or []:
+        if cond.get("type") == SCALING_ACTIVE:
+            kept = {
+                "type": SCALING_ACTIVE,
+                "status": cond.get("status"),
+                "reason": cond.get("reason"),
+            }
+            if cond.get("status") != "True":
+                kept["message"] = cond.get("message") or ""
+            return kept
+    return None
+
+
+def autoscaler_condition(hpa: dict[str, Any] | None) -> Cond:
+    """AutoscalerReady from the model's HPA (a full object, or the cache's projection,
+    whose status holds only what ``scaling_active`` keeps)."""
+    active = scaling_active((hpa or {}).get("status") or {})
+    if active is None:
+        return NOT_EVALUATED
+    if active["status"] == "True":
+        return Cond(AUTOSCALER_READY, "True", "MetricsRead", "The HPA reads its metrics.")
+    return Cond(
+        AUTOSCALER_READY,
+        str(active["status"] or "Unknown"),
+        str(active["reason"] or "ScalingInactive"),
+        f"The HPA cannot scale: {active['message']}".strip(),
+    )
