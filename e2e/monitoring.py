@@ -35,6 +35,25 @@ MONITORING = REPO / "manifests" / "monitoring"
 SCRAPE_INTERVAL = "2s"
 
 
+def launch_prometheus(workdir: Path, port: int) -> subprocess.Popen[bytes]:
+    """Debian's prometheus on ``workdir``/prometheus.yml, listening on 127.0.0.1:``port``,
+    its data and log in ``workdir``; returns once it is ready."""
+    log = workdir / "prometheus.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={workdir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    wait_http(f"http://127.0.0.1:{port}/-/ready", "prometheus", proc, log)
+    return proc
+
+
 @dataclass
 class Prometheus:
     """Debian's prometheus with Shoal's recording rules and a file_sd scrape job."""
@@ -109,19 +128,7 @@ class Prometheus:
             ],
         }
         (self.workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        log = self.workdir / "prometheus.log"
-        with log.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [
-                    "prometheus",
-                    f"--config.file={self.workdir / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={self.workdir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        wait_http(f"{self.url}/-/ready", "prometheus", self.proc, log)
+        self.proc = launch_prometheus(self.workdir, self.port)
         return self
 
     def query(self, promql: str) -> list[dict[str, Any]]:

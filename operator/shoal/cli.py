@@ -85,6 +85,28 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from kubernetes.config import ConfigException
+
+    from shoal.doctor import report
+    from shoal.doctor.findings import failed
+    from shoal.doctor.probe import Cluster, Options, Prometheus, diagnose
+    from shoal.kube.client import Kube, load_api_client
+    from shoal.settings import Settings
+
+    try:
+        url = args.prometheus_url or Settings.from_env().prometheus_url
+        api = load_api_client(args.kubeconfig, connections=2)
+    except (ConfigException, OSError, ValueError) as exc:
+        print(f"shoal doctor: {exc}", file=sys.stderr)
+        return 1
+    options = Options(namespaces=tuple(args.namespace or ()), skip=frozenset(args.skip or ()))
+    findings = diagnose(Cluster(Kube(api)), Prometheus(url) if url else None, options)
+    json_output = args.output == "json"
+    sys.stdout.write(report.as_json(findings) + "\n" if json_output else report.table(findings))
+    return 1 if failed(findings) else 0
+
+
 def _block_dumper() -> type:
     """A YAML dumper writing multi-line strings (config.pbtxt, haproxy.cfg) as blocks."""
     import yaml
@@ -148,6 +170,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local-peer", required=True, help="this replica's peer name (its pod)")
     p.add_argument("--once", action="store_true", help="write the files and exit")
     p.set_defaults(func=_cmd_gateway_agent)
+
+    from shoal.doctor.findings import CHECKS
+
+    p = sub.add_parser(
+        "doctor",
+        help="check the installation on the current cluster: CRDs, admission policy, "
+        "operator, metrics API, HPAs, Prometheus; exits 1 when a check fails",
+    )
+    p.add_argument("--kubeconfig", help="outside a pod; default: $KUBECONFIG, else ~/.kube/config")
+    p.add_argument(
+        "--prometheus-url",
+        help="Prometheus to check for Shoal's rules and scrape targets; default: "
+        "SHOAL_PROMETHEUS_URL; unset: not checked",
+    )
+    p.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        help="check the HPAs of this namespace only (repeatable); default: every namespace",
+    )
+    p.add_argument(
+        "--skip", action="append", choices=CHECKS, help="leave this check out (repeatable)"
+    )
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("generate", help="write crds/ and docs/api-reference.md from the models")
     p.add_argument("--root", default=".", help="repository root to write into")
