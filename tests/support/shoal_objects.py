@@ -144,12 +144,18 @@ def ready(obj: dict[str, Any]) -> bool:
     )
 
 
+def autoscaler_evaluated(obj: dict[str, Any]) -> bool:
+    """The HPA's first evaluation has reached the model's AutoscalerReady (a status
+    change of its own, which must not land in a test's no-op window)."""
+    return condition(obj, "AutoscalerReady").get("status") in ("True", "False")
+
+
 def wait_ready(shoal: Shoal, namespace: str, name: str, timeout: float = 90) -> dict[str, Any]:
-    """The InferenceModel once Ready for its current generation."""
+    """The InferenceModel once Ready for its current generation, its HPA evaluated."""
     return wait_for(
         f"InferenceModel {namespace}/{name} Ready",
         lambda: shoal.get("InferenceModel", name, namespace),
-        ready,
+        lambda m: ready(m) and autoscaler_evaluated(m),
         timeout=timeout,
     )
 
