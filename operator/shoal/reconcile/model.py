@@ -36,7 +36,7 @@ from shoal.reconcile.replica_state import (
 )
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.batching import effective_batching
-from shoal.render.desired import model_objects
+from shoal.render.desired import batched_model_objects
 from shoal.render.gateway import gateway_host
 from shoal.render.names import GRPC_PORT, HTTP_PORT
 from shoal.render.schedule import Floor, floor_at, next_change, raised
@@ -241,12 +241,8 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         return stalled("InvalidSchedule", f"A scaling schedule cannot be evaluated: {exc}")
     try:
         batching = effective_batching(model, policy.spec if policy else None)
-        desired = model_objects(
-            model,
-            policy.spec if policy else None,
-            pool,
-            floor.min_replicas,
-            op.settings.serving_images,
+        desired = batched_model_objects(
+            model, batching, pool, floor.min_replicas, op.settings.serving_images
         )
     except ValueError as exc:
         return stalled("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")

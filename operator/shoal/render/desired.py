@@ -25,7 +25,19 @@ def model_objects(
 
     Raises ValueError when the model's overrides do not fit its BatchPolicy.
     """
-    batching = effective_batching(model, policy)
+    return batched_model_objects(
+        model, effective_batching(model, policy), pool, min_replicas, images
+    )
+
+
+def batched_model_objects(
+    model: InferenceModel,
+    batching: BatchPolicySpec,
+    pool: TenantPool,
+    min_replicas: int | None = None,
+    images: ServingImages = DEFAULT_IMAGES,
+) -> list[dict[str, Any]]:
+    """``model_objects`` for a model whose effective batching is already known."""
     return [
         *serving_stack(model, batching, pool.spec, images),
         horizontal_autoscaler(model, batching, pool.spec, min_replicas),
