@@ -51,13 +51,33 @@ def assemble(body: dict[str, Any], conditions: list[Cond], **fields: Any) -> dic
 
 
 def status_patch(live: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any] | None:
-    """The merge patch that turns status ``live`` into ``new`` (keys ``new`` lacks are
-    removed), or None when they are already equal. Pure."""
+    """The merge patch that turns status ``live`` into ``new``, or None when they are
+    already equal. Pure.
+
+    A JSON merge patch merges objects key by key, at every depth: a key ``new`` lacks,
+    in a nested object too (``capacity.nominalGpus`` once capacity is unset), is only
+    removed when the patch sets it to null. Lists are replaced whole."""
     live = live or {}
-    patch = dict(new)
-    patch.update({key: None for key in live if key not in new})
-    if all(live.get(key) == value for key, value in patch.items()):
+    if _without_nulls(live) == _without_nulls(new):
         return None
+    return _merge_patch(live, new)
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` as the server keeps it: a key set to null is no key."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _merge_patch(live: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    patch: dict[str, Any] = {key: None for key in live if key not in new}
+    for key, value in new.items():
+        before = live.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            patch[key] = _merge_patch(before, value)
+        else:
+            patch[key] = value
     return patch
 
 
