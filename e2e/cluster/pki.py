@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 _VALIDITY = dt.timedelta(days=30)
-_KeyPair = tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
+_KeyPair = tuple[x509.Certificate, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey]
 
 # Client identities, by file stem: (common name, organisations). The names are the ones
 # the API server's bootstrap RBAC policy grants to each component.
@@ -59,13 +59,13 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
+def _write_key(
+    path: Path,
+    key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey,
+    form: serialization.PrivateFormat = serialization.PrivateFormat.PKCS8,
+) -> None:
     path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
+        key.private_bytes(serialization.Encoding.PEM, form, serialization.NoEncryption())
     )
     path.chmod(0o600)
 
@@ -76,17 +76,27 @@ def _name(common_name: str, organisations: list[str] | None = None) -> x509.Name
     return x509.Name(attrs)
 
 
-def _ca(pki: Pki, stem: str, common_name: str) -> _KeyPair:
-    key = _new_key()
+def _ca(
+    pki: Pki,
+    stem: str,
+    common_name: str,
+    *,
+    validity: dt.timedelta = _VALIDITY,
+    dns_names: list[str] | None = None,
+    rsa_pkcs1: bool = False,
+) -> _KeyPair:
+    key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+        rsa.generate_private_key(public_exponent=65537, key_size=2048) if rsa_pkcs1 else _new_key()
+    )
     now = dt.datetime.now(dt.UTC)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(_name(common_name))
         .issuer_name(_name(common_name))
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
+        .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -102,10 +112,18 @@ def _ca(pki: Pki, stem: str, common_name: str) -> _KeyPair:
             ),
             critical=True,
         )
-        .sign(key, hashes.SHA256())
     )
+    if dns_names:
+        alt = x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names])
+        builder = builder.add_extension(alt, critical=False)
+    cert = builder.sign(key, hashes.SHA256())
     pki.cert(stem).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(pki.key(stem), key)
+    form = (
+        serialization.PrivateFormat.TraditionalOpenSSL
+        if rsa_pkcs1
+        else serialization.PrivateFormat.PKCS8
+    )
+    _write_key(pki.key(stem), key, form)
     return cert, key
 
 
@@ -116,6 +134,7 @@ def _leaf(
     ca: _KeyPair,
     *,
     server_names: list[str] | None = None,
+    validity: dt.timedelta = _VALIDITY,
 ) -> None:
     key = _new_key()
     now = dt.datetime.now(dt.UTC)
@@ -127,7 +146,7 @@ def _leaf(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + _VALIDITY)
+        .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     )
@@ -178,3 +197,20 @@ def generate(root: Path) -> Pki:
         )
     )
     return pki
+
+
+def webhook_serving(
+    directory: Path, names: list[str], ca_name: str, validity: dt.timedelta
+) -> bytes:
+    """A CA and a serving certificate for ``names`` (addresses or DNS names), as a
+    webhook server reads them (``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key`` in
+    ``directory``); returns the CA's PEM for the webhook configurations' caBundle.
+
+    The CA is shaped for certificate rotators that adopt an existing one (Kueue's):
+    it carries ``ca_name`` as a DNS name, which they verify it against, and an RSA key
+    in PKCS #1, the only form they parse."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pki = Pki(directory)
+    ca = _ca(pki, "ca", ca_name, validity=validity, dns_names=[ca_name], rsa_pkcs1=True)
+    _leaf(pki, "tls", _name(names[0]), ca, server_names=names, validity=validity)
+    return pki.cert("ca").read_bytes()
