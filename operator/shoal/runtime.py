@@ -24,7 +24,7 @@ from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 from shoal.state import Operator
 from shoal.telemetry import BUILD_INFO, LEADER
-from shoal.watched import CHILDREN
+from shoal.watched import CHILDREN, INDEXED
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -77,7 +77,7 @@ def operator_settings(config: Settings) -> kopf.OperatorSettings:
 def build(config: Settings) -> Operator:
     """The operator's state, before anything is watched."""
     cache = Cache()
-    verified = Verified(cache)
+    verified = Verified(cache, watched={w.kind for w in (*INDEXED, *CHILDREN)})
     reader = MetricsReader(config.prometheus_url) if config.prometheus_url else None
     op = Operator(
         settings=config,

@@ -20,6 +20,7 @@ from shoal.kube.client import Kube
 from shoal.kube.verified import Verified
 from shoal.leader import Leadership
 from shoal.metrics.reader import MetricsReader
+from shoal.reconcile.elastic import KueueProbe
 from shoal.settings import Settings
 from shoal.telemetry import QUEUE_DEPTH, ModelGauges
 from shoal.workqueue import WorkQueue
@@ -65,6 +66,8 @@ class Operator:
     _isolation_locks: dict[tuple[str, str], threading.Lock] = field(
         default_factory=dict, init=False
     )
+    # Whether the cluster serves Kueue (pools with elastic capacity need it).
+    kueue: KueueProbe = field(default_factory=KueueProbe, init=False)
     # Taken by whoever lists the children into the cache and opens the queue (once).
     opening: threading.Lock = field(default_factory=threading.Lock, init=False)
     # Set once the watches have listed every object: passes may run.

@@ -43,11 +43,19 @@ def test_custom_resources_are_never_created_or_deleted_by_the_operator() -> None
 
 def test_deletes_only_what_a_pool_releases_or_must_replace() -> None:
     """Quotas and policies of namespaces a pool releases; a pool's PriorityClass when its
-    value changes (the API server refuses that in place)."""
+    value changes (the API server refuses that in place); its Kueue objects when its
+    elastic capacity is unset or a namespace is released."""
     deletable = {
         r for rule in rules() if "delete" in rule["verbs"] for r in rule.get("resources", [])
     }
-    assert deletable == {"resourcequotas", "networkpolicies", "priorityclasses"}
+    assert deletable == {
+        "resourcequotas",
+        "networkpolicies",
+        "priorityclasses",
+        "resourceflavors",
+        "clusterqueues",
+        "localqueues",
+    }
 
 
 def test_the_gateway_namespaces_roles_grant_only_what_is_used() -> None:

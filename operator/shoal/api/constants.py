@@ -25,6 +25,16 @@ MODEL_SOURCE_LABEL: Final = f"{GROUP}/model-source"
 # On a pool gateway's objects and pods: the pool's name.
 GATEWAY_LABEL: Final = f"{GROUP}/gateway"
 
+# Kueue, which governs a pool's elastic capacity where it is installed: its API, and
+# the label that puts a pod into a LocalQueue (its pod integration gates the pod until
+# the quota admits it).
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_VERSION: Final = "v1beta2"
+KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+KUEUE_QUEUE_LABEL: Final = f"{KUEUE_GROUP}/queue-name"
+# The scheduling gate Kueue holds a pod with until its quota admits it.
+KUEUE_ADMISSION_GATE: Final = f"{KUEUE_GROUP}/admission"
+
 # Shoal's own finalizer: a TenantPool is held while models still use it.
 POOL_FINALIZER: Final = f"{GROUP}/pool-in-use"
 # On every child: the digest of what Shoal last applied, so a pass can tell a field it

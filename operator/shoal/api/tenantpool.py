@@ -112,6 +112,62 @@ class Quota(SpecModel):
     )
 
 
+class Capacity(SpecModel):
+    """The pool's GPUs as a whole, governed by Kueue: lent to the pools of its cohort
+    while idle and taken back, by preemption of what they borrowed, when needed."""
+
+    gpus: int = Field(
+        ge=0,
+        le=100_000,
+        description="The pool's nominal GPUs, across all its tenant namespaces: what it is "
+        "guaranteed (a Kueue ClusterQueue's nominal quota).",
+    )
+    cohort: DnsLabel | None = Field(
+        default=None,
+        description="Pools that name the same cohort lend each other idle GPUs. Unset: "
+        "the pool neither lends nor borrows.",
+    )
+    weight: int = Field(
+        default=1,
+        ge=0,
+        le=1000,
+        description="The pool's fair-sharing weight: borrowers with weights 1 and 3 share "
+        "idle GPUs 1:3. 0: it borrows only what no one else wants.",
+    )
+    borrowing_limit: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="GPUs the pool may borrow beyond its own, from each lending pool of "
+        "its cohort. Unset: as many as they lend.",
+    )
+    lending_limit: int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="GPUs of its own the pool lends to its cohort while they are idle. "
+        "Unset: all of its idle GPUs. Lent GPUs are taken back by preemption of the "
+        "borrowers' replicas (graceful: their termination grace period and drain).",
+    )
+
+    rules = (
+        Rule(
+            cel="has(self.cohort) || (!has(self.borrowingLimit) && !has(self.lendingLimit))",
+            check=lambda c: (
+                c.cohort is not None or (c.borrowing_limit is None and c.lending_limit is None)
+            ),
+            message="borrowingLimit and lendingLimit need a cohort to borrow from or lend to",
+            field=".cohort",
+        ),
+        Rule(
+            cel="!has(self.lendingLimit) || self.lendingLimit <= self.gpus",
+            check=lambda c: c.lending_limit is None or c.lending_limit <= c.gpus,
+            message="lendingLimit may not exceed gpus: a pool lends only its own GPUs",
+            field=".lendingLimit",
+        ),
+    )
+
+
 class Priority(SpecModel):
     """Scheduling priority of the pool's pods (a PriorityClass the operator creates)."""
 
@@ -347,6 +403,12 @@ class TenantPoolSpec(SpecModel):
         default_factory=Placement, description="Where the pool's pods run."
     )
     quota: Quota = Field(description="What each tenant namespace may use.")
+    capacity: Capacity | None = Field(
+        default=None,
+        description="Elastic capacity: the pool's GPUs as a whole, lent to and borrowed "
+        "from the pools of its cohort. Needs Kueue in the cluster; without it the "
+        "per-namespace quota alone applies, and status.capacity.mode says HardQuota.",
+    )
     priority: Priority = Field(default_factory=Priority, description="Scheduling priority.")
     access: Access = Field(default_factory=Access, description="Network allow-list.")
     gateway: Gateway = Field(
@@ -379,6 +441,28 @@ class GatewayStatus(SpecModel):
     ready_replicas: int | None = Field(default=None, ge=0, description="Ready replicas.")
 
 
+class CapacityStatus(SpecModel):
+    """The pool's GPUs as Kueue accounts them."""
+
+    mode: Literal["Kueue", "HardQuota"] = Field(
+        description="Kueue: the pool's capacity is a Kueue ClusterQueue. HardQuota: only "
+        "the per-namespace ResourceQuotas apply (no capacity set, or no Kueue)."
+    )
+    nominal_gpus: int | None = Field(default=None, ge=0, description="The pool's own GPUs.")
+    in_use_gpus: int | None = Field(
+        default=None, ge=0, description="GPUs admitted to the pool's replicas, borrowed included."
+    )
+    borrowed_gpus: int | None = Field(
+        default=None, ge=0, description="GPUs the pool's replicas borrow from its cohort."
+    )
+    lent_gpus: int | None = Field(
+        default=None, ge=0, description="Of the pool's own GPUs, those other pools' replicas use."
+    )
+    waiting_replicas: int | None = Field(
+        default=None, ge=0, description="Replicas of the pool waiting for quota."
+    )
+
+
 class TenantPoolStatus(SpecModel):
     """What the operator observed about the pool."""
 
@@ -392,6 +476,9 @@ class TenantPoolStatus(SpecModel):
     models: int | None = Field(default=None, ge=0, description="InferenceModels in the pool.")
     replicas: int | None = Field(default=None, ge=0, description="Model replicas in the pool.")
     gateway: GatewayStatus | None = Field(default=None, description="The pool's gateway.")
+    capacity: CapacityStatus | None = Field(
+        default=None, description="The pool's elastic capacity, and which mode governs it."
+    )
     admitted_namespaces: list[str] = Field(
         default_factory=list, description="Namespaces the pool currently admits."
     )

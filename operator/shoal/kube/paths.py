@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shoal.api.constants import KUEUE_API_VERSION
+
 # (apiVersion, kind) -> (plural, namespaced)
 KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "ConfigMap"): ("configmaps", True),
@@ -20,6 +22,9 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("shoal.dev/v1alpha1", "InferenceModel"): ("inferencemodels", True),
     ("shoal.dev/v1alpha1", "TenantPool"): ("tenantpools", False),
     ("shoal.dev/v1alpha1", "BatchPolicy"): ("batchpolicies", True),
+    (KUEUE_API_VERSION, "ResourceFlavor"): ("resourceflavors", False),
+    (KUEUE_API_VERSION, "ClusterQueue"): ("clusterqueues", False),
+    (KUEUE_API_VERSION, "LocalQueue"): ("localqueues", True),
 }
 
 

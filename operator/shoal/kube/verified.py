@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from shoal.cache import Cache, content_digest, key_of
@@ -20,9 +20,16 @@ DEFAULT_TTL = 600.0
 
 class Verified:
     def __init__(
-        self, cache: Cache, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.monotonic
+        self,
+        cache: Cache,
+        ttl: float = DEFAULT_TTL,
+        clock: Callable[[], float] = time.monotonic,
+        watched: Collection[str] | None = None,
     ) -> None:
         self._cache = cache
+        # The kinds a watch keeps the cache current for (None: all). A child of another
+        # kind (Kueue's, watched by no one) is read before every apply.
+        self._watched = None if watched is None else frozenset(watched)
         self._ttl = ttl
         self._clock = clock
         self._lock = threading.Lock()
@@ -41,6 +48,8 @@ class Verified:
     def vouch(self, desired: dict[str, Any], wanted: str) -> dict[str, Any] | None:
         """The cached projection of ``desired``'s child if it was verified to hold intent
         ``wanted`` and the watch shows it unchanged since; else None."""
+        if not self._watches(desired["kind"]):
+            return None
         key = key_of(desired["kind"], desired)
         with self._lock:
             record = self._records.get(key)
@@ -55,7 +64,11 @@ class Verified:
         """Whether the watch vouches that the child does not exist (so there is nothing
         to read before creating it)."""
         key = key_of(desired["kind"], desired)
-        return self.synced and self._cache.content_of(key) is None
+        watched = self._watches(desired["kind"])
+        return watched and self.synced and self._cache.content_of(key) is None
+
+    def _watches(self, kind: str) -> bool:
+        return self._watched is None or kind in self._watched
 
     def forget(self, kind: str, body: dict[str, Any]) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ from shoal.kube.client import ApiError, api_message
 from shoal.metrics.status import metrics_status
 from shoal.reconcile.autoscaler_state import AUTOSCALER_READY, autoscaler_condition
 from shoal.reconcile.conditions import Cond, condition
+from shoal.reconcile.elastic import model_queue
 from shoal.reconcile.pool import isolation_objects
 from shoal.reconcile.replica_state import (
     FETCHING,
@@ -241,8 +242,9 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         return stalled("InvalidSchedule", f"A scaling schedule cannot be evaluated: {exc}")
     try:
         batching = effective_batching(model, policy.spec if policy else None)
+        queue = model_queue(pool, op.kueue.served(op.kube))
         desired = batched_model_objects(
-            model, batching, pool, floor.min_replicas, op.settings.serving_images
+            model, batching, pool, floor.min_replicas, op.settings.serving_images, queue
         )
     except ValueError as exc:
         return stalled("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
@@ -273,8 +275,13 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         max_batch_size=batching.max_batch_size,
         autoscaler=autoscaler_condition(autoscaler),
     )
-    replicas = (deployment.get("status") or {}).get("replicas", 0)
-    if replicas and (outcome.ready.status != "True" or outcome.progressing.status == "True"):
+    rollout = deployment.get("status") or {}
+    replicas = rollout.get("replicas", 0)
+    # Where Kueue governs the pool, a replica may wait for quota while the model serves.
+    waiting = queue is not None and bool(rollout.get("unavailableReplicas"))
+    if replicas and (
+        outcome.ready.status != "True" or outcome.progressing.status == "True" or waiting
+    ):
         pods = op.kube.list(
             "v1", "Pod", model.metadata.namespace, labels=f"{MODEL_LABEL}={model.metadata.name}"
         )

@@ -20,6 +20,7 @@ from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
 from shoal.reconcile.conditions import Cond, condition
+from shoal.reconcile.elastic import RECHECK_SECONDS, converge_capacity
 from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
@@ -152,6 +153,10 @@ def reconcile_pool(op: Operator, name: str) -> None:
         for model in models:
             meta = model["metadata"]
             op.request_model(meta["namespace"], meta["name"])
+        # A pool joining or leaving a cohort changes what its other members may borrow.
+        for other in _elastic_pools(op):
+            if other != name:
+                op.request_pool(other)
     if body is None:
         return
     if body["metadata"].get("deletionTimestamp"):
@@ -172,8 +177,13 @@ def reconcile_pool(op: Operator, name: str) -> None:
     admitted = [ns for ns in admitted_namespaces(pool, op.cache.all("Namespace")) if op.watches(ns)]
     gateway: dict[str, Any] | None = None
     gateway_problem: GatewayUnavailableError | None = None
+    capacity: dict[str, Any] | None = None
+    elastic = Cond("ElasticCapacity", "Unknown", "NotApplied", "Not applied yet.")
     try:
         _converge(op, pool, admitted)
+        capacity, elastic = converge_capacity(
+            op.kube, op.kueue, pool, op.cache.all("TenantPool"), admitted
+        )
         try:
             gateway = converge_gateway(op, pool, admitted, models)
         except GatewayUnavailableError as exc:
@@ -196,11 +206,13 @@ def reconcile_pool(op: Operator, name: str) -> None:
     gateway_ready = gateway_condition(pool, gateway, gateway_problem)
     status = assemble(
         body,
-        [ready, *kstatus(ready, stalled=stuck), access, *gateway_ready],
+        [ready, *kstatus(ready, stalled=stuck), access, *gateway_ready, elastic],
         admittedNamespaces=admitted,
         gateway=gateway,
+        capacity=capacity,
         **pool_usage(models),
     )
+    _follow_capacity(op, pool, body, capacity, models)
     before = condition(body.get("status"), access.type) or {}
     news = access.status == "False" and before.get("message") != access.message
     if write_status(op.kube, op.cache, body, status) and news:
@@ -233,3 +245,33 @@ def _access_problems(op: Operator, pool: TenantPool) -> list[Any]:
         except ValidationError:
             continue  # reported on that pool
     return access_problems(pool, op.cache.all("Namespace"), pools)
+
+
+def _elastic_pools(op: Operator) -> list[str]:
+    """Names of the pools that set elastic capacity."""
+    return [
+        b["metadata"]["name"]
+        for b in op.cache.all("TenantPool")
+        if ((b.get("spec") or {}).get("capacity")) is not None
+    ]
+
+
+def _follow_capacity(
+    op: Operator,
+    pool: TenantPool,
+    body: dict[str, Any],
+    capacity: dict[str, Any] | None,
+    models: list[dict[str, Any]],
+) -> None:
+    """When the pool's mode changes (Kueue installed or gone, capacity set or unset),
+    its models' pods name the queue or stop naming it: they need a pass. A pool with
+    elastic capacity looks again later: Kueue's ClusterQueues, whose figures its status
+    quotes, are not watched, and Kueue may be installed meanwhile."""
+    before = ((body.get("status") or {}).get("capacity") or {}).get("mode")
+    mode = (capacity or {}).get("mode")
+    if mode is not None and before is not None and mode != before:
+        for model in models:
+            meta = model["metadata"]
+            op.request_model(meta["namespace"], meta["name"])
+    if pool.spec.capacity is not None:
+        op.request_pool(pool.metadata.name, RECHECK_SECONDS)

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from shoal.api.constants import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
 from shoal.render.names import FETCH_CONTAINER, SERVING_CONTAINER
 
 PENDING = "Pending"
@@ -28,6 +29,8 @@ READY = "Ready"
 FAILED_TO_FETCH = "FailedToFetch"
 FAILED_TO_LOAD = "FailedToLoad"
 UNSCHEDULABLE = "Unschedulable"
+# Held by Kueue until its pool's quota (its own GPUs, or those it may borrow) admits it.
+WAITING_FOR_QUOTA = "WaitingForQuota"
 
 # Waiting reasons that mean the kubelet cannot start the container at all.
 KUBELET_FAILURES = (
@@ -45,6 +48,7 @@ PRECEDENCE = (
     FAILED_TO_FETCH,
     *KUBELET_FAILURES,
     UNSCHEDULABLE,
+    WAITING_FOR_QUOTA,
     LOADING,
     FETCHING,
     PENDING,
@@ -103,6 +107,14 @@ def replica_state(pod: dict[str, Any]) -> ReplicaState:
     then its serving container."""
     name = (pod.get("metadata") or {}).get("name", "")
     status = pod.get("status") or {}
+    gates = {g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []}
+    if KUEUE_ADMISSION_GATE in gates:
+        queue = ((pod.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL, "")
+        return ReplicaState(
+            WAITING_FOR_QUOTA,
+            f"Pod {name} waits for Kueue to admit it: LocalQueue {queue} has no free GPU of "
+            "its pool's own, nor one it may borrow from its cohort.",
+        )
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             return ReplicaState(UNSCHEDULABLE, f"Pod {name}: {cond.get('message', '')}")

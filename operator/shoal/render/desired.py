@@ -20,13 +20,15 @@ def model_objects(
     pool: TenantPool,
     min_replicas: int | None = None,
     images: ServingImages = DEFAULT_IMAGES,
+    queue: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The model's serving stack and autoscaler.
+    """The model's serving stack and autoscaler. ``queue``: its pool's Kueue LocalQueue
+    where the pool's capacity is elastic.
 
     Raises ValueError when the model's overrides do not fit its BatchPolicy.
     """
     return batched_model_objects(
-        model, effective_batching(model, policy), pool, min_replicas, images
+        model, effective_batching(model, policy), pool, min_replicas, images, queue
     )
 
 
@@ -36,10 +38,11 @@ def batched_model_objects(
     pool: TenantPool,
     min_replicas: int | None = None,
     images: ServingImages = DEFAULT_IMAGES,
+    queue: str | None = None,
 ) -> list[dict[str, Any]]:
     """``model_objects`` for a model whose effective batching is already known."""
     return [
-        *serving_stack(model, batching, pool.spec, images),
+        *serving_stack(model, batching, pool.spec, images, queue),
         horizontal_autoscaler(model, batching, pool.spec, min_replicas),
     ]
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_duration
+from shoal.api.constants import KUEUE_QUEUE_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.quantity import canonical_quantity, quantity_value
 from shoal.api.tenantpool import TenantPoolSpec
@@ -135,8 +136,14 @@ def deployment(
     pool: TenantPoolSpec,
     config_pbtxt: str,
     images: ServingImages = DEFAULT_IMAGES,
+    queue: str | None = None,
 ) -> dict[str, Any]:
-    """The Triton Deployment. ``replicas`` is left out: the HPA owns it."""
+    """The Triton Deployment. ``replicas`` is left out: the HPA owns it.
+
+    ``queue``: the Kueue LocalQueue of a pool with elastic capacity. Its pods then name
+    the queue and carry no pool placement: Kueue admits each on a flavor of the pool's
+    cohort and gives it that flavor's node labels and tolerations (shoal.render.elastic).
+    """
     spec = model.spec
     runtime = spec.runtime
     name = model.metadata.name
@@ -146,10 +153,13 @@ def deployment(
     limits: dict[str, Any] = {"memory": memory}
     if runtime.gpus:
         limits[GPU] = str(runtime.gpus)
-    node_selector = dict(pool.placement.node_selector)
-    if pool.placement.gpu_product:
-        node_selector["nvidia.com/gpu.product"] = pool.placement.gpu_product
-    tolerations = [t.to_wire() for t in pool.placement.tolerations]
+    node_selector: dict[str, str] = {}
+    tolerations: list[dict[str, Any]] = []
+    if queue is None:
+        node_selector.update(pool.placement.node_selector)
+        if pool.placement.gpu_product:
+            node_selector["nvidia.com/gpu.product"] = pool.placement.gpu_product
+        tolerations += [t.to_wire() for t in pool.placement.tolerations]
     if runtime.gpus:
         # GPU nodes are commonly tainted so that only GPU workloads land there.
         tolerations.append({"key": GPU, "operator": "Exists", "effect": "NoSchedule"})
@@ -260,6 +270,7 @@ def deployment(
                     "labels": {
                         **model_labels(model),
                         MODEL_SOURCE_LABEL: "network" if remote else "volume",
+                        **({KUEUE_QUEUE_LABEL: queue} if queue else {}),
                     },
                     # The pool's priority is stamped on each pod when it is created: a
                     # change of it rolls the pods, like a change of their spec.
@@ -325,12 +336,13 @@ def serving_stack(
     batching: BatchPolicySpec,
     pool: TenantPoolSpec,
     images: ServingImages = DEFAULT_IMAGES,
+    queue: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every object of the model's serving stack except the autoscaler."""
     config_pbtxt = render_config_pbtxt(model, batching)
     return [
         config_map(model, config_pbtxt),
-        deployment(model, pool, config_pbtxt, images),
+        deployment(model, pool, config_pbtxt, images, queue),
         service(model),
         disruption_budget(model),
     ]

@@ -1,0 +1,255 @@
+"""A pool's elastic capacity as Kueue objects, the figures read back from Kueue's
+ClusterQueue statuses, and a model's replicas that wait for quota."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shoal.api.constants import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
+from shoal.api.inferencemodel import InferenceModel
+from shoal.api.tenantpool import TenantPool
+from shoal.kube.client import ApiError
+from shoal.reconcile.elastic import KueueProbe, cohort_of, model_queue
+from shoal.reconcile.replica_state import WAITING_FOR_QUOTA, replica_state
+from shoal.render.desired import model_objects
+from shoal.render.elastic import (
+    GPU,
+    NO_NAMESPACE,
+    capacity_figures,
+    cluster_queue,
+    elastic_objects,
+    resource_flavor,
+)
+from tests.support.resources import example
+
+
+def pool(name: str, capacity: dict[str, Any] | None, source: str = "critical") -> TenantPool:
+    doc = example("TenantPool", source)
+    doc["metadata"] = {"name": name, "uid": f"uid-{name}"}
+    if capacity is not None:
+        doc["spec"]["capacity"] = capacity
+    return TenantPool.model_validate(doc)
+
+
+def gpu_quota(queue: dict[str, Any], flavor: str) -> dict[str, Any]:
+    group = queue["spec"]["resourceGroups"][0]
+    found = next(f for f in group["flavors"] if f["name"] == flavor)
+    return next(r for r in found["resources"] if r["name"] == GPU)
+
+
+def test_a_flavor_carries_the_pools_placement() -> None:
+    flavor = resource_flavor(pool("critical", {"gpus": 4}))
+    assert flavor["metadata"]["name"] == "shoal-critical"
+    assert flavor["spec"]["nodeLabels"] == {
+        "shoal.dev/node-group": "dedicated-gpu",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    }
+    assert flavor["spec"]["tolerations"] == [
+        {"key": "shoal.dev/dedicated", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert flavor["metadata"]["ownerReferences"][0]["uid"] == "uid-critical"
+
+
+def test_a_pool_borrows_every_other_flavor_of_its_cohort_and_lends_its_own() -> None:
+    cap = {"gpus": 4, "cohort": "gpu", "weight": 3, "borrowingLimit": 2, "lendingLimit": 1}
+    me = pool("me", cap)
+    others = [
+        pool("zeta", {"gpus": 2, "cohort": "gpu"}),
+        pool("alpha", {"gpus": 8, "cohort": "gpu"}),
+    ]
+    queue = cluster_queue(me, [me, *others], ["team-b", "team-a"])
+    flavors = [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]]
+    # Its own GPUs first (Kueue tries flavors in order), then the lenders', by name.
+    assert flavors == ["shoal-me", "shoal-alpha", "shoal-zeta"]
+    assert gpu_quota(queue, "shoal-me") == {
+        "name": GPU,
+        "nominalQuota": "4",
+        "borrowingLimit": "2",
+        "lendingLimit": "1",
+    }
+    # A lender's flavor: nothing of its own, at most the borrowing limit, nothing to lend.
+    assert gpu_quota(queue, "shoal-alpha") == {
+        "name": GPU,
+        "nominalQuota": "0",
+        "borrowingLimit": "2",
+    }
+    assert queue["spec"]["cohortName"] == "gpu"
+    assert queue["spec"]["fairSharing"] == {"weight": "3"}
+    assert queue["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+    assert queue["spec"]["preemption"]["borrowWithinCohort"] == {"policy": "Never"}
+    selector = queue["spec"]["namespaceSelector"]["matchExpressions"][0]
+    assert selector["operator"] == "In"
+    assert selector["values"] == ["team-a", "team-b"]
+
+
+def test_a_pool_without_a_cohort_neither_borrows_nor_lends() -> None:
+    me = pool("alone", {"gpus": 3})
+    queue = cluster_queue(me, [me, pool("other", {"gpus": 2, "cohort": "gpu"})], [])
+    assert [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]] == ["shoal-alone"]
+    assert gpu_quota(queue, "shoal-alone") == {"name": GPU, "nominalQuota": "3"}
+    assert "cohortName" not in queue["spec"]
+    assert "fairSharing" not in queue["spec"]
+    # It admits no namespace yet: not every namespace.
+    assert queue["spec"]["namespaceSelector"] == NO_NAMESPACE
+
+
+def test_every_admitted_namespace_gets_a_local_queue_after_the_flavor_and_queue() -> None:
+    me = pool("me", {"gpus": 1})
+    objs = elastic_objects(me, [me], ["b", "a"])
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in objs] == [
+        ("ResourceFlavor", None),
+        ("ClusterQueue", None),
+        ("LocalQueue", "a"),
+        ("LocalQueue", "b"),
+    ]
+    assert objs[2]["spec"] == {"clusterQueue": "shoal-me"}
+
+
+def usage(name: str, flavors: dict[str, tuple[str, str]], pending: int = 0) -> dict[str, Any]:
+    """A ClusterQueue's status as Kueue writes it: per flavor, GPUs total and borrowed."""
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "pendingWorkloads": pending,
+            "flavorsUsage": [
+                {
+                    "name": flavor,
+                    "resources": [
+                        {"name": "cpu", "total": "2", "borrowed": "0"},
+                        {"name": GPU, "total": total, "borrowed": borrowed},
+                    ],
+                }
+                for flavor, (total, borrowed) in flavors.items()
+            ],
+        },
+    }
+
+
+def test_figures_count_gpus_in_use_borrowed_lent_and_replicas_waiting() -> None:
+    queues = [
+        usage("shoal-lender", {"shoal-lender": ("1", "0"), "shoal-borrower": ("0", "0")}),
+        usage(
+            "shoal-borrower",
+            {"shoal-borrower": ("2", "0"), "shoal-lender": ("3", "3")},
+            pending=2,
+        ),
+        usage("shoal-third", {"shoal-third": ("0", "0"), "shoal-lender": ("1", "1")}),
+    ]
+    assert capacity_figures("borrower", queues) == {
+        "inUseGpus": 5,
+        "borrowedGpus": 3,
+        "lentGpus": 0,
+        "waitingReplicas": 2,
+    }
+    assert capacity_figures("lender", queues) == {
+        "inUseGpus": 1,
+        "borrowedGpus": 0,
+        "lentGpus": 4,
+        "waitingReplicas": 0,
+    }
+    # A ClusterQueue Kueue has not reported on yet counts nothing.
+    assert capacity_figures("new", [{"metadata": {"name": "shoal-new"}}]) == {
+        "inUseGpus": 0,
+        "borrowedGpus": 0,
+        "lentGpus": 0,
+        "waitingReplicas": 0,
+    }
+
+
+def test_a_models_pods_name_a_queue_only_where_kueue_serves_the_pool() -> None:
+    elastic, fixed = pool("e", {"gpus": 2}), pool("f", None)
+    assert model_queue(elastic, kueue_served=True) == "shoal-e"
+    assert model_queue(elastic, kueue_served=False) is None
+    assert model_queue(fixed, kueue_served=True) is None
+
+
+def test_a_cohort_is_the_live_pools_that_name_it() -> None:
+    me = pool("me", {"gpus": 2, "cohort": "gpu"})
+
+    def body(name: str, capacity: dict[str, Any] | None, deleting: bool = False) -> dict[str, Any]:
+        doc = example("TenantPool", "critical")
+        doc["metadata"] = {"name": name}
+        if deleting:
+            doc["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+        if capacity is not None:
+            doc["spec"]["capacity"] = capacity
+        return doc
+
+    bodies = [
+        body("me", {"gpus": 2, "cohort": "gpu"}),
+        body("peer", {"gpus": 4, "cohort": "gpu"}),
+        body("elsewhere", {"gpus": 4, "cohort": "cpu"}),
+        body("fixed", None),
+        body("leaving", {"gpus": 4, "cohort": "gpu"}, deleting=True),
+        body("broken", {"gpus": -1, "cohort": "gpu"}),
+    ]
+    assert sorted(p.metadata.name for p in cohort_of(me, bodies)) == ["me", "peer"]
+    assert [p.metadata.name for p in cohort_of(pool("solo", {"gpus": 1}), bodies)] == ["solo"]
+
+
+class Discovery:
+    """The API server's discovery answer for Kueue's group, counted."""
+
+    def __init__(self, status: int | None) -> None:
+        self.status = status
+        self.calls = 0
+
+    def get_path(self, path: str) -> dict[str, Any]:
+        self.calls += 1
+        assert path == "/apis/kueue.x-k8s.io/v1beta2"
+        if self.status is not None:
+            raise ApiError(status=self.status, reason="discovery")
+        return {"resources": [{"kind": "ClusterQueue"}, {"kind": "LocalQueue"}]}
+
+
+def test_the_kueue_probe_asks_once_per_ttl() -> None:
+    now = [0.0]
+    probe = KueueProbe(ttl=10, clock=lambda: now[0])
+    served = Discovery(None)
+    assert probe.served(served)  # type: ignore[arg-type]
+    assert probe.served(served)  # type: ignore[arg-type]
+    assert served.calls == 1
+    gone = Discovery(404)
+    now[0] = 11
+    assert not probe.served(gone)  # type: ignore[arg-type]
+    assert gone.calls == 1
+
+
+def test_the_kueue_probe_raises_what_it_cannot_read_as_absent() -> None:
+    with pytest.raises(ApiError):
+        KueueProbe().served(Discovery(500))  # type: ignore[arg-type]
+
+
+def test_a_pod_kueue_holds_waits_for_quota() -> None:
+    held = {
+        "metadata": {"name": "m-1", "labels": {KUEUE_QUEUE_LABEL: "shoal-shared"}},
+        "spec": {"schedulingGates": [{"name": KUEUE_ADMISSION_GATE}]},
+        "status": {"phase": "Pending"},
+    }
+    state = replica_state(held)
+    assert state.state == WAITING_FOR_QUOTA
+    assert "shoal-shared" in state.message
+    other_gate = {**held, "spec": {"schedulingGates": [{"name": "example.com/other"}]}}
+    assert replica_state(other_gate).state != WAITING_FOR_QUOTA
+
+
+def test_a_queued_models_pods_name_the_queue_and_leave_placement_to_the_flavor() -> None:
+    model = InferenceModel.model_validate(example("InferenceModel", "search-ranker"))
+    critical = pool("critical", {"gpus": 4})
+    plain = next(o for o in model_objects(model, None, critical) if o["kind"] == "Deployment")
+    queued = next(
+        o
+        for o in model_objects(model, None, critical, queue="shoal-critical")
+        if o["kind"] == "Deployment"
+    )
+    template, pod = queued["spec"]["template"], queued["spec"]["template"]["spec"]
+    assert template["metadata"]["labels"][KUEUE_QUEUE_LABEL] == "shoal-critical"
+    assert KUEUE_QUEUE_LABEL not in plain["spec"]["template"]["metadata"]["labels"]
+    assert plain["spec"]["template"]["spec"]["nodeSelector"]["shoal.dev/node-group"] == (
+        "dedicated-gpu"
+    )
+    assert "nodeSelector" not in pod or not pod["nodeSelector"]
+    # Only the GPU taint's toleration stays: the flavor brings the pool's own.
+    assert [t["key"] for t in pod.get("tolerations", [])] == [GPU]
