@@ -22,7 +22,7 @@ from shoal.leader import Leadership
 from shoal.metrics.reader import MetricsReader
 from shoal.reconcile.elastic import KueueProbe
 from shoal.settings import Settings
-from shoal.telemetry import QUEUE_DEPTH, ModelGauges
+from shoal.telemetry import QUEUE_DEPTH, ModelGauges, PoolGauges
 from shoal.workqueue import WorkQueue
 
 # A pool's usage changes with every replica of every model it holds; its re-check waits
@@ -56,6 +56,9 @@ class Operator:
     predictions: Predictions = field(default_factory=Predictions, init=False)
     # Each model's conditions and P95 target, as gauges the alerts read.
     model_gauges: ModelGauges = field(default_factory=ModelGauges, init=False)
+    # Each elastic pool's GPUs and waiting replicas, as gauges the dashboard and the
+    # reclaim alert read.
+    pool_gauges: PoolGauges = field(default_factory=PoolGauges, init=False)
     # The cluster's service-account token issuer and keys, for the gateways.
     issuer: Issuer | None = field(default=None, init=False)
     # Models the API server lists at a version the watch has not delivered, and since

@@ -116,6 +116,58 @@ def _discard(gauge: Gauge, *labels: str) -> None:
         gauge.remove(*labels)
 
 
+# Per pool with elastic capacity (spec.capacity): its GPUs as Kueue accounts them, and
+# its replicas waiting for quota. The reclaim alert reads both.
+POOL_GPUS = Gauge(
+    "shoal_pool_gpus",
+    "A TenantPool's elastic GPUs by kind: nominal, in_use, borrowed, lent.",
+    ["tenantpool", "isolation", "kind"],
+)
+POOL_WAITING = Gauge(
+    "shoal_pool_waiting_replicas",
+    "A TenantPool's replicas waiting for Kueue to admit them.",
+    ["tenantpool", "isolation"],
+)
+POOL_GPU_KINDS = {
+    "nominal": "nominalGpus",
+    "in_use": "inUseGpus",
+    "borrowed": "borrowedGpus",
+    "lent": "lentGpus",
+}
+
+
+@dataclass
+class PoolGauges:
+    """Publishes each elastic pool's figures (status.capacity) as gauges; a pool that
+    is gone, or no longer elastic, or whose isolation changed leaves no series behind.
+    Thread-safe."""
+
+    _published: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish(self, pool: str, isolation: str, capacity: Mapping[str, object] | None) -> None:
+        elastic = capacity is not None and capacity.get("mode") == "Kueue"
+        with self._lock:
+            before = self._published.pop(pool, None)
+            if before is not None and (not elastic or before != isolation):
+                for kind in POOL_GPU_KINDS:
+                    _discard(POOL_GPUS, pool, before, kind)
+                _discard(POOL_WAITING, pool, before)
+            if not elastic or capacity is None:
+                return
+            for kind, key in POOL_GPU_KINDS.items():
+                POOL_GPUS.labels(pool, isolation, kind).set(_number(capacity.get(key)))
+            POOL_WAITING.labels(pool, isolation).set(_number(capacity.get("waitingReplicas")))
+            self._published[pool] = isolation
+
+    def forget(self, pool: str) -> None:
+        self.publish(pool, "", None)
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
 STALE_WATCH = Gauge(
     "shoal_watch_stale_objects", "Objects whose latest version the watch has not delivered."
 )

@@ -34,6 +34,8 @@ def test_every_shoal_series_in_the_dashboard_is_recorded() -> None:
         "GPU utilisation",
         "GPU-seconds per 1,000 requests",
         "Mean queue time",
+        "Elastic capacity: GPUs",
+        "waiting for quota",
     ):
         assert topic in titles
     # The predictive panels read the operator's own gauges, which it exports by name.
@@ -47,4 +49,14 @@ def test_every_shoal_series_in_the_dashboard_is_recorded() -> None:
     assert gauges == exported, gauges
     metrics = generate_latest(REGISTRY).decode()
     for name in exported:
+        assert f"# TYPE {name} gauge" in metrics, name
+
+
+def test_the_elastic_capacity_panels_read_the_pool_gauges_the_operator_exports() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    gauges = {name for e in exprs for name in re.findall(r"shoal_pool_[a-z_]+", e)}
+    assert gauges == {"shoal_pool_gpus", "shoal_pool_waiting_replicas"}, gauges
+    metrics = generate_latest(REGISTRY).decode()
+    for name in gauges:
         assert f"# TYPE {name} gauge" in metrics, name

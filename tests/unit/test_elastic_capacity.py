@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from shoal.api.constants import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
 from shoal.api.inferencemodel import InferenceModel
@@ -22,6 +23,7 @@ from shoal.render.elastic import (
     elastic_objects,
     resource_flavor,
 )
+from shoal.telemetry import PoolGauges
 from tests.support.resources import example
 
 
@@ -253,3 +255,42 @@ def test_a_queued_models_pods_name_the_queue_and_leave_placement_to_the_flavor()
     assert "nodeSelector" not in pod or not pod["nodeSelector"]
     # Only the GPU taint's toleration stays: the flavor brings the pool's own.
     assert [t["key"] for t in pod.get("tolerations", [])] == [GPU]
+
+
+def series(name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    out = {}
+    for family in REGISTRY.collect():
+        for sample in family.samples:
+            if sample.name == name:
+                out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def test_an_elastic_pools_figures_are_gauges_that_go_when_it_does() -> None:
+    gauges = PoolGauges()
+    figures = {
+        "mode": "Kueue",
+        "nominalGpus": 4,
+        "inUseGpus": 1,
+        "borrowedGpus": 0,
+        "lentGpus": 3,
+        "waitingReplicas": 2,
+    }
+    gauges.publish("gauge-pool", "Dedicated", figures)
+    lent = (("isolation", "Dedicated"), ("kind", "lent"), ("tenantpool", "gauge-pool"))
+    assert series("shoal_pool_gpus")[lent] == 3
+    waiting = (("isolation", "Dedicated"), ("tenantpool", "gauge-pool"))
+    assert series("shoal_pool_waiting_replicas")[waiting] == 2
+    # Isolation changed: the old series go, the new ones come.
+    gauges.publish("gauge-pool", "Shared", figures)
+    assert lent not in series("shoal_pool_gpus")
+    assert series("shoal_pool_gpus")[(("isolation", "Shared"), *lent[1:])] == 3
+    # No longer elastic (hard quotas), then gone: nothing of the pool is left.
+    gauges.publish("gauge-pool", "Shared", {"mode": "HardQuota", "nominalGpus": 4})
+    assert not [k for k in series("shoal_pool_gpus") if ("tenantpool", "gauge-pool") in k]
+    gauges.publish("gauge-pool", "Shared", figures)
+    gauges.forget("gauge-pool")
+    assert not [k for k in series("shoal_pool_gpus") if ("tenantpool", "gauge-pool") in k]
+    assert not [
+        k for k in series("shoal_pool_waiting_replicas") if ("tenantpool", "gauge-pool") in k
+    ]

@@ -141,5 +141,16 @@ def alerting_rules() -> dict[str, Any]:
             "{{ $value | humanizePercentage }} of the tenant's requests are refused at its "
             "rate or concurrency limit, for 10 minutes.",
         ),
+        _alert(
+            "ShoalDedicatedPoolWaitsForReclaim",
+            'shoal_pool_waiting_replicas{isolation="Dedicated"} > 0 '
+            'and on (tenantpool) shoal_pool_gpus{kind="lent"} > 0',
+            "2m",
+            "warning",
+            "Dedicated pool {{ $labels.tenantpool }} waits for GPUs it lent",
+            "{{ $value }} of the pool's replicas have waited for quota for 2 minutes while "
+            "other pools still use GPUs it lent: reclaiming them takes longer than the "
+            "60 s Shoal targets.",
+        ),
     ]
     return {"groups": [{"name": "shoal.alerts", "rules": rules}]}

@@ -158,8 +158,10 @@ def reconcile_pool(op: Operator, name: str) -> None:
             if other != name:
                 op.request_pool(other)
     if body is None:
+        op.pool_gauges.forget(name)
         return
     if body["metadata"].get("deletionTimestamp"):
+        op.pool_gauges.forget(name)
         if models:
             _report_blocked(op, body, models)
         else:
@@ -213,6 +215,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
         **pool_usage(models),
     )
     _follow_capacity(op, pool, body, capacity, models)
+    op.pool_gauges.publish(name, str(pool.spec.isolation), capacity)
     before = condition(body.get("status"), access.type) or {}
     news = access.status == "False" and before.get("message") != access.message
     if write_status(op.kube, op.cache, body, status) and news:
