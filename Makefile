@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help bench chaos venv tools system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
+.PHONY: help bench elastic-figures chaos venv tools system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
 
 help:
 	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
@@ -18,7 +18,8 @@ help:
 	@echo "make cluster-down  stop the local cluster and remove its state"
 	@echo "make generate      regenerate crds/ and docs/api-reference.md from the models"
 	@echo "make chaos         the chaos suite at full size (200 models, 10 kill rounds); figures in benchmarks/results/chaos.json"
-	@echo "make bench         benchmarks: batching (real Triton), control plane (local cluster), autoscaling replay, gateway (real haproxy + Triton); figures in benchmarks/results/"
+	@echo "make bench         benchmarks: batching (real Triton), control plane (local cluster), autoscaling replay, gateway (real haproxy + Triton), elastic capacity (real Kueue); figures in benchmarks/results/"
+	@echo "make elastic-figures  the elastic-capacity tests on real Kueue, writing benchmarks/results/elastic_capacity.json"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -83,6 +84,12 @@ bench: venv binaries system-deps
 	$(PY) -m benchmarks.autoscaling
 	$(PY) -m benchmarks.gateway
 	$(PY) -m benchmarks.ramp
+	$(MAKE) elastic-figures
+
+# The elastic-capacity tests on real Kueue, writing their figures for the README
+# (`python -m benchmarks.summary --write` then quotes them).
+elastic-figures: venv binaries
+	SHOAL_RESULTS_DIR=benchmarks/results $(PY) -m pytest -p no:cacheprovider tests/cluster/test_elastic_capacity.py
 
 # The chaos tier runs small in `make test`; this runs every scenario at full size.
 chaos: venv binaries

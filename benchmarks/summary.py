@@ -24,6 +24,9 @@ GATEWAY_DOC = ROOT / "docs" / "gateway.md"
 GATEWAY_BEGIN, GATEWAY_END = "<!-- gateway:begin -->", "<!-- gateway:end -->"
 # The README's reliability section quotes the chaos suite's figures (``make chaos``).
 RELIABILITY_BEGIN, RELIABILITY_END = "<!-- reliability:begin -->", "<!-- reliability:end -->"
+# The README's elastic-capacity section quotes the figures of the real-Kueue tests
+# (``make elastic-figures``).
+ELASTIC_BEGIN, ELASTIC_END = "<!-- elastic:begin -->", "<!-- elastic:end -->"
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -316,6 +319,39 @@ def reliability_block() -> str:
     return f"{RELIABILITY_BEGIN}\n{body}\n{RELIABILITY_END}"
 
 
+def elastic_block() -> str:
+    """The elastic-capacity figures (benchmarks/results/elastic_capacity.json, written by
+    tests/cluster/test_elastic_capacity.py) as the README quotes them."""
+    data = _load("elastic_capacity.json")
+    borrow, reclaim, weights = data["borrow"], data["reclaim"], data["weights"]
+    shares, expected = weights["shares"], weights["expected"]
+    within = all(abs(s - e) <= 1 for s, e in zip(shares, expected, strict=True))
+    lines = [
+        f"**Elastic capacity on real Kueue** ({data['kueue_version']}, its controller and "
+        "webhooks; local cluster, KWOK GPU nodes, `make elastic-figures`).",
+        "",
+        "| scenario | figure | target |",
+        "|---|---|---|",
+        f"| borrow: a 2-GPU pool's model scales to 5 beside a 4-GPU lender using 1 | "
+        f"{borrow['replicas_gained']} replicas gained on the lender's nodes, running "
+        f"{borrow['seconds_to_borrowed_replicas_running']:g} s after the scale-up | — |",
+        f"| reclaim: the lender scales to its 4 | nominal capacity back in "
+        f"{reclaim['seconds']:g} s; lender replicas preempted: "
+        f"{'yes' if reclaim['lender_replica_preempted'] else 'none'}, borrower's own: "
+        f"{reclaim['borrower_own_replicas_preempted']}; borrowed replicas back to waiting: "
+        f"{reclaim['borrowed_replicas_waiting']} | ≤ {reclaim['target_seconds']:g} s: "
+        f"{_verdict(reclaim['met'])} |",
+        f"| weights {weights['weights'][0]} and {weights['weights'][1]} competing for "
+        f"{weights['idle_gpus']} idle GPUs | settled at {shares[0]} and {shares[1]} GPUs "
+        f"(first seen {weights['first_shares_seen'][0]} and "
+        f"{weights['first_shares_seen'][1]}; settled {weights['seconds_to_settle']:g} s "
+        f"after the models were created) | {expected[0]} and {expected[1]} within one "
+        f"GPU: {_verdict(within)} |",
+    ]
+    body = "\n".join(lines)
+    return f"{ELASTIC_BEGIN}\n{body}\n{ELASTIC_END}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="refresh README.md's block")
@@ -330,6 +366,9 @@ def main() -> None:
         text = README.read_text()
         current = readme_block(text, RELIABILITY_BEGIN, RELIABILITY_END)
         README.write_text(text.replace(current, reliability_block()))
+        text = README.read_text()
+        current = readme_block(text, ELASTIC_BEGIN, ELASTIC_END)
+        README.write_text(text.replace(current, elastic_block()))
     print(block)
 
 

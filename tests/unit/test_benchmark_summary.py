@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from benchmarks.summary import (
+    ELASTIC_BEGIN,
+    ELASTIC_END,
     GATEWAY_BEGIN,
     GATEWAY_DOC,
     GATEWAY_END,
     README,
     RELIABILITY_BEGIN,
     RELIABILITY_END,
+    elastic_block,
     gateway_doc_block,
     readme_block,
     reliability_block,
@@ -37,4 +40,11 @@ def test_the_reliability_section_quotes_the_chaos_results() -> None:
     ), (
         "README.md's reliability section differs from benchmarks/results/chaos.json: "
         "run python -m benchmarks.summary --write"
+    )
+
+
+def test_the_elastic_capacity_section_quotes_the_kueue_results() -> None:
+    assert readme_block(README.read_text(), ELASTIC_BEGIN, ELASTIC_END) == elastic_block(), (
+        "README.md's elastic-capacity figures differ from "
+        "benchmarks/results/elastic_capacity.json: run python -m benchmarks.summary --write"
     )

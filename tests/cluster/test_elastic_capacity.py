@@ -1,0 +1,404 @@
+"""Elastic capacity on the real control plane with real Kueue (its controller and
+webhooks, e2e/kueue.py), KWOK GPU nodes and the real HPA controller: a pool borrows a
+cohort member's idle GPUs, the lender takes them back by preemption, and borrowers
+share idle GPUs by weight.
+
+Figures (seconds to reclaim, replicas gained, shares) are printed and written to
+$SHOAL_RESULTS_DIR/elastic_capacity.json when that is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from e2e.cluster.target import Target
+from e2e.install import Kubectl
+from e2e.kueue import running_kueue, version
+from e2e.operator import OperatorProcess
+from kubernetes import client
+
+from tests.support.passes import operator_counters, wait_for_passes
+from tests.support.shoal_objects import GROUP, VERSION, Shoal, condition, inference_model
+from tests.support.wait import wait_for
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+GATE = "kueue.x-k8s.io/admission"
+RECLAIM_TARGET_SECONDS = 60.0
+DEDICATED = {
+    "nodeSelector": {"shoal.dev/node-group": "dedicated-gpu"},
+    "tolerations": [
+        {"key": "shoal.dev/dedicated", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    ],
+}
+SHARED = {"nodeSelector": {"shoal.dev/node-group": "shared-gpu"}}
+
+
+@pytest.fixture(scope="module")
+def kueue(
+    kubectl: Kubectl, kube_target: Target, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    with running_kueue(kubectl, kube_target.kubeconfig, tmp_path_factory.mktemp("kueue")):
+        yield
+
+
+def elastic_pool(
+    name: str,
+    namespace: str,
+    placement: dict[str, Any],
+    capacity: dict[str, Any],
+    isolation: str = "Shared",
+) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TenantPool",
+        "metadata": {"name": name},
+        "spec": {
+            "isolation": isolation,
+            "tenants": {"namespaces": [namespace]},
+            "placement": placement,
+            "quota": {"gpus": 16},
+            "capacity": capacity,
+        },
+    }
+
+
+def model(name: str, pool: str, replicas: int) -> dict[str, Any]:
+    body = inference_model(name, pool, min_replicas=replicas)
+    body["spec"]["scaling"]["maxReplicas"] = 16
+    return body
+
+
+def pods(core: client.CoreV1Api, namespace: str, name: str) -> list[client.V1Pod]:
+    found = core.list_namespaced_pod(namespace, label_selector=f"shoal.dev/model={name}").items
+    return [p for p in found if p.metadata.deletion_timestamp is None]
+
+
+def running(core: client.CoreV1Api, namespace: str, name: str) -> list[client.V1Pod]:
+    """The model's pods Kueue admitted that run on a node."""
+    return [
+        p
+        for p in pods(core, namespace, name)
+        if not p.spec.scheduling_gates and p.spec.node_name and p.status.phase == "Running"
+    ]
+
+
+def gated(core: client.CoreV1Api, namespace: str, name: str) -> list[client.V1Pod]:
+    return [
+        p
+        for p in pods(core, namespace, name)
+        if any(g.name == GATE for g in p.spec.scheduling_gates or [])
+    ]
+
+
+def node_group(core: client.CoreV1Api, pod: client.V1Pod) -> str:
+    node = core.read_node(str(pod.spec.node_name))
+    return str((node.metadata.labels or {})["shoal.dev/node-group"])
+
+
+def pool_gauge(pool: str, isolation: str, kind: str) -> str:
+    """A series of the operator's shoal_pool_gpus, as its exposition names it."""
+    return f'shoal_pool_gpus{{isolation="{isolation}",kind="{kind}",tenantpool="{pool}"}}'
+
+
+def kueue_objects(
+    api: client.ApiClient, plural: str, namespace: str | None = None
+) -> list[dict[str, Any]]:
+    custom = client.CustomObjectsApi(api)
+    if namespace is None:
+        found = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural)
+    else:
+        found = custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", namespace, plural)
+    return list(cast("dict[str, Any]", found)["items"])
+
+
+def pool_capacity(shoal: Shoal, name: str) -> dict[str, Any]:
+    return (shoal.get("TenantPool", name).get("status") or {}).get("capacity") or {}
+
+
+def wait_mode(shoal: Shoal, name: str, mode: str) -> dict[str, Any]:
+    return wait_for(
+        f"TenantPool {name} in {mode} mode",
+        lambda: pool_capacity(shoal, name),
+        lambda c: c.get("mode") == mode,
+        timeout=60,
+    )
+
+
+def record(figures: dict[str, Any]) -> None:
+    print(json.dumps(figures, indent=2))
+    out = os.environ.get("SHOAL_RESULTS_DIR")
+    if out:
+        path = Path(out) / "elastic_capacity.json"
+        existing = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**existing, **figures}, indent=2) + "\n")
+
+
+class Settled:
+    """True once the same observation has been seen for ``seconds`` without a change
+    (fair sharing reaches its shares by preemption, through intermediate ones)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.first_shares: tuple[int, ...] | None = None
+        self._last: tuple[int, ...] | None = None
+        self._since = 0.0
+
+    def __call__(self, shares: tuple[int, ...]) -> bool:
+        now = time.monotonic()
+        if self.first_shares is None and sum(shares) > 0:
+            self.first_shares = shares
+        if shares != self._last:
+            self._last, self._since = shares, now
+        return now - self._since >= self.seconds
+
+
+@pytest.fixture
+def second_namespace(core: client.CoreV1Api) -> Iterator[str]:
+    name = f"t-elastic-{uuid.uuid4().hex[:5]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+def test_a_pool_borrows_idle_gpus_and_the_lender_takes_them_back(
+    kueue: None,
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    second_namespace: str,
+    gpu_nodes: list[client.V1Node],
+) -> None:
+    shoal = Shoal(api)
+    cohort = f"c-{uuid.uuid4().hex[:6]}"
+    lender, borrower = f"lender-{cohort}", f"borrower-{cohort}"
+    shoal.create(
+        elastic_pool(
+            lender,
+            namespace,
+            DEDICATED,
+            {"gpus": 4, "cohort": cohort},
+            isolation="Dedicated",
+        )
+    )
+    shoal.create(elastic_pool(borrower, second_namespace, SHARED, {"gpus": 2, "cohort": cohort}))
+    try:
+        wait_mode(shoal, lender, "Kueue")
+        wait_mode(shoal, borrower, "Kueue")
+        assert condition(shoal.get("TenantPool", lender), "ElasticCapacity")["status"] in (
+            "True",
+            "Unknown",
+        )
+        # The lender serves one replica: three of its four GPUs are idle.
+        shoal.create(model("steady", lender, 1), namespace)
+        shoal.create(model("bursty", borrower, 2), second_namespace)
+        wait_for(
+            "each model's first replicas admitted and running",
+            lambda: (
+                len(running(core, namespace, "steady")),
+                len(running(core, second_namespace, "bursty")),
+            ),
+            lambda counts: counts == (1, 2),
+            timeout=120,
+        )
+        template = client.AppsV1Api(api).read_namespaced_deployment("steady", namespace)
+        assert (template.spec.template.metadata.labels or {})[QUEUE_LABEL] == f"shoal-{lender}"
+        assert not template.spec.template.spec.node_selector  # the flavor places it
+        steady_uid = running(core, namespace, "steady")[0].metadata.uid
+        own_uids = {p.metadata.uid for p in running(core, second_namespace, "bursty")}
+
+        # Borrow: the borrower's load rises to 5 replicas; 2 GPUs are its own.
+        shoal.patch(
+            "InferenceModel", "bursty", {"spec": {"scaling": {"minReplicas": 5}}}, second_namespace
+        )
+        started = time.monotonic()
+        wait_for(
+            "the borrower to run 5 replicas",
+            lambda: len(running(core, second_namespace, "bursty")),
+            lambda n: n == 5,
+            timeout=120,
+        )
+        borrow_seconds = time.monotonic() - started
+        groups = sorted(node_group(core, p) for p in running(core, second_namespace, "bursty"))
+        # Borrowed replicas run on the lender's nodes, placed by its flavor.
+        borrowed_replicas = groups.count("dedicated-gpu")
+        assert groups == ["dedicated-gpu"] * 3 + ["shared-gpu"] * 2
+        figures = wait_for(
+            "the pools' status to show the loan",
+            lambda: (pool_capacity(shoal, borrower), pool_capacity(shoal, lender)),
+            lambda c: c[0].get("borrowedGpus") == 3 and c[1].get("lentGpus") == 3,
+            timeout=60,
+        )
+        assert figures[0]["inUseGpus"] == 5
+        assert figures[1]["inUseGpus"] == 1
+        # The operator's gauges say the same, for the dashboard and the reclaim alert.
+        lent = pool_gauge(lender, "Dedicated", "lent")
+        borrowed = pool_gauge(borrower, "Shared", "borrowed")
+        gauges = wait_for(
+            "the operator's pool gauges to show the loan",
+            lambda: operator_counters(operator.metrics_url),
+            lambda c: c.get(lent) == 3 and c.get(borrowed) == 3,
+            timeout=60,
+        )
+        assert gauges[pool_gauge(lender, "Dedicated", "nominal")] == 4
+        # Nothing changes now: passes over the pools rewrite none of Kueue's objects
+        # (whatever Kueue's webhooks default in them) and no pool's status.
+        before = operator_counters(operator.metrics_url)
+        after = wait_for_passes(operator.metrics_url, rounds=2, kinds=("TenantPool",))
+        rewritten = {
+            k: after[k] - before.get(k, 0)
+            for k in after
+            if k.startswith("shoal_api_writes_total{")
+            and any(
+                kind in k for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "TenantPool")
+            )
+            and after[k] != before.get(k, 0)
+        }
+        assert not rewritten, f"writes while nothing changed: {rewritten}"
+
+        # Reclaim: the lender's load returns. Its nominal 4 GPUs come back by
+        # preemption of the borrowed replicas, never of the borrower's own.
+        shoal.patch(
+            "InferenceModel", "steady", {"spec": {"scaling": {"minReplicas": 4}}}, namespace
+        )
+        started = time.monotonic()
+        wait_for(
+            "the lender to run its 4 replicas",
+            lambda: len(running(core, namespace, "steady")),
+            lambda n: n == 4,
+            timeout=RECLAIM_TARGET_SECONDS * 2,
+        )
+        reclaim_seconds = time.monotonic() - started
+        lender_kept = steady_uid in {p.metadata.uid for p in running(core, namespace, "steady")}
+        remaining = {p.metadata.uid for p in running(core, second_namespace, "bursty")}
+        waiting = wait_for(
+            "the borrowed replicas to wait for quota again",
+            lambda: gated(core, second_namespace, "bursty"),
+            lambda found: len(found) == 3,
+            timeout=60,
+        )
+        record(
+            {
+                "kueue_version": version(),
+                "borrow": {
+                    "replicas_gained": borrowed_replicas,
+                    "seconds_to_borrowed_replicas_running": round(borrow_seconds, 1),
+                },
+                "reclaim": {
+                    "seconds": round(reclaim_seconds, 1),
+                    "target_seconds": RECLAIM_TARGET_SECONDS,
+                    "met": reclaim_seconds <= RECLAIM_TARGET_SECONDS,
+                    "lender_replica_preempted": not lender_kept,
+                    "borrower_own_replicas_preempted": len(own_uids - remaining),
+                    "borrowed_replicas_waiting": len(waiting),
+                },
+            }
+        )
+        assert lender_kept, "the lender's own replica was preempted"
+        assert own_uids == remaining, "the borrower's own replicas were preempted"
+        assert reclaim_seconds <= RECLAIM_TARGET_SECONDS
+        status = wait_for(
+            "the borrower's status to say replicas wait for quota",
+            lambda: shoal.get("InferenceModel", "bursty", second_namespace).get("status") or {},
+            lambda s: (s.get("replicaStates") or {}).get("WaitingForQuota") == 3,
+            timeout=60,
+        )
+        wait_for(
+            "the borrower's pool to count them",
+            lambda: pool_capacity(shoal, borrower),
+            lambda c: c.get("waitingReplicas") == 3 and c.get("borrowedGpus") == 0,
+            timeout=60,
+        )
+        assert status["replicaStates"]["WaitingForQuota"] == 3
+
+        # Unset the borrower's capacity: its Kueue objects go, its pods stop naming a
+        # queue, and it is back to hard quotas.
+        shoal.patch("TenantPool", borrower, {"spec": {"capacity": None}})
+        wait_mode(shoal, borrower, "HardQuota")
+        wait_for(
+            "the borrower's ClusterQueue and LocalQueue to go",
+            lambda: (
+                [q["metadata"]["name"] for q in kueue_objects(api, "clusterqueues")],
+                kueue_objects(api, "localqueues", second_namespace),
+            ),
+            lambda found: f"shoal-{borrower}" not in found[0] and not found[1],
+            timeout=60,
+        )
+        wait_for(
+            "the borrower's pods to name no queue",
+            lambda: client.AppsV1Api(api).read_namespaced_deployment("bursty", second_namespace),
+            lambda d: QUEUE_LABEL not in (d.spec.template.metadata.labels or {}),
+            timeout=60,
+        )
+    finally:
+        shoal.delete("InferenceModel", "steady", namespace)
+        shoal.delete("InferenceModel", "bursty", second_namespace)
+        shoal.delete("TenantPool", lender)
+        shoal.delete("TenantPool", borrower)
+
+
+def test_borrowers_share_idle_gpus_by_weight(
+    kueue: None,
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    second_namespace: str,
+    gpu_nodes: list[client.V1Node],
+) -> None:
+    """Two borrowers of weights 1 and 3, each wanting 8 replicas, compete for a lender's
+    8 idle GPUs: they end up with 2 and 6, within one GPU."""
+    shoal = Shoal(api)
+    cohort = f"w-{uuid.uuid4().hex[:6]}"
+    lender, light, heavy = f"idle-{cohort}", f"light-{cohort}", f"heavy-{cohort}"
+    with_third = f"t-elastic-{uuid.uuid4().hex[:5]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=with_third)))
+    shoal.create(
+        elastic_pool(lender, with_third, DEDICATED, {"gpus": 8, "cohort": cohort}, "Dedicated")
+    )
+    shoal.create(elastic_pool(light, namespace, SHARED, {"gpus": 0, "cohort": cohort, "weight": 1}))
+    shoal.create(
+        elastic_pool(heavy, second_namespace, SHARED, {"gpus": 0, "cohort": cohort, "weight": 3})
+    )
+    try:
+        for pool in (lender, light, heavy):
+            wait_mode(shoal, pool, "Kueue")
+        shoal.create(model("light", light, 8), namespace)
+        shoal.create(model("heavy", heavy, 8), second_namespace)
+        started = time.monotonic()
+        settled = Settled(seconds=15)
+        shares = wait_for(
+            "the lender's 8 GPUs shared out by weight, unchanged for 15 s",
+            lambda: (
+                len(running(core, namespace, "light")),
+                len(running(core, second_namespace, "heavy")),
+            ),
+            lambda s: settled(s) and sum(s) == 8 and abs(s[0] - 2) <= 1 and abs(s[1] - 6) <= 1,
+            timeout=240,
+        )
+        first_seen = settled.first_shares
+        record(
+            {
+                "weights": {
+                    "weights": [1, 3],
+                    "idle_gpus": 8,
+                    "shares": list(shares),
+                    "expected": [2, 6],
+                    "first_shares_seen": list(first_seen) if first_seen else None,
+                    "seconds_to_settle": round(time.monotonic() - started - 15, 1),
+                }
+            }
+        )
+    finally:
+        shoal.delete("InferenceModel", "light", namespace)
+        shoal.delete("InferenceModel", "heavy", second_namespace)
+        for pool in (lender, light, heavy):
+            shoal.delete("TenantPool", pool)
+        core.delete_namespace(with_third, propagation_policy="Background")
