@@ -16,6 +16,7 @@ Kueue's finalizers, then the CRDs. A cluster without Kueue is the other test's p
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import subprocess
@@ -77,7 +78,6 @@ def crd_files(root: Path) -> list[Path]:
 def crds(root: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
     """Kueue's CRDs with the conversion webhooks its own kustomization enables,
     pointed at the local process (pure apart from reading the manifests)."""
-    import base64
 
     component = root / "config" / "components" / "crd"
     kustomization = yaml.safe_load((component / "kustomization.yaml").read_text())
@@ -104,7 +104,6 @@ def crds(root: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
 def webhook_configurations(root: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
     """Kueue's own webhook configurations, cut to what the pod integration and Kueue's
     kinds need, pointed at the local process (pure apart from reading the manifest)."""
-    import base64
 
     bundle = base64.b64encode(ca).decode()
     out = []
@@ -137,7 +136,6 @@ def webhook_configurations(root: Path, port: int, ca: bytes) -> list[dict[str, A
 def certificate_secret(cert_dir: Path) -> dict[str, Any]:
     """The Secret Kueue's certificate management adopts: the files the webhook server
     also reads, so the rotator finds them valid and leaves them be."""
-    import base64
 
     files = ("ca.crt", "ca.key", "tls.crt", "tls.key")
     return {

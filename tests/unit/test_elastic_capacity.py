@@ -16,13 +16,13 @@ from shoal.reconcile.elastic import KueueProbe, cohort_of, model_queue
 from shoal.reconcile.replica_state import WAITING_FOR_QUOTA, replica_state
 from shoal.render.desired import model_objects
 from shoal.render.elastic import (
-    GPU,
     NO_NAMESPACE,
     capacity_figures,
     cluster_queue,
     elastic_objects,
     resource_flavor,
 )
+from shoal.render.workload import GPU
 from shoal.telemetry import PoolGauges
 from tests.support.resources import example
 
@@ -162,9 +162,13 @@ def test_figures_count_gpus_in_use_borrowed_lent_and_replicas_waiting() -> None:
 
 def test_a_models_pods_name_a_queue_only_where_kueue_serves_the_pool() -> None:
     elastic, fixed = pool("e", {"gpus": 2}), pool("f", None)
-    assert model_queue(elastic, kueue_served=True) == "shoal-e"
-    assert model_queue(elastic, kueue_served=False) is None
-    assert model_queue(fixed, kueue_served=True) is None
+    assert model_queue(elastic, kueue_served=lambda: True) == "shoal-e"
+    assert model_queue(elastic, kueue_served=lambda: False) is None
+
+    def unasked() -> bool:
+        raise AssertionError("Kueue asked about for a pool without spec.capacity")
+
+    assert model_queue(fixed, kueue_served=unasked) is None
 
 
 def test_a_cohort_is_the_live_pools_that_name_it() -> None:

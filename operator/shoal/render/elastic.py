@@ -21,15 +21,14 @@ from typing import Any
 from shoal.api.constants import KUEUE_API_VERSION, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.render.names import owner_references
+from shoal.render.tenancy import NAME_LABEL, named_namespaces
+from shoal.render.workload import GPU
 
-GPU = "nvidia.com/gpu"
 # Quotas of the resources a pool does not govern: far beyond any cluster, yet their sum
 # over a large cohort stays within Kueue's 64-bit milli-units.
 UNGOVERNED = {"cpu": "100000", "memory": "1Pi"}
 # No namespace lacks its name label: a ClusterQueue that admits no namespace yet.
-NO_NAMESPACE = {
-    "matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "DoesNotExist"}]
-}
+NO_NAMESPACE = {"matchExpressions": [{"key": NAME_LABEL, "operator": "DoesNotExist"}]}
 
 
 def queue_name(pool_name: str) -> str:
@@ -104,19 +103,7 @@ def cluster_queue(
             _flavor_quotas(queue_name(other), 0, capacity.borrowing_limit, None, False)
             for other in lenders
         ]
-    selector = (
-        {
-            "matchExpressions": [
-                {
-                    "key": "kubernetes.io/metadata.name",
-                    "operator": "In",
-                    "values": sorted(admitted),
-                }
-            ]
-        }
-        if admitted
-        else NO_NAMESPACE
-    )
+    selector = named_namespaces(admitted) if admitted else NO_NAMESPACE
     spec: dict[str, Any] = {
         "namespaceSelector": selector,
         "resourceGroups": [{"coveredResources": [*UNGOVERNED, GPU], "flavors": flavors}],

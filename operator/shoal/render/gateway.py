@@ -22,6 +22,7 @@ from shoal.render.gateway_config import GRPC_PORT, HTTP_PORT, METRICS_PORT, PEER
 from shoal.render.haproxy import RuntimePaths
 from shoal.render.names import owner_references
 from shoal.render.security import container_security_context
+from shoal.render.tenancy import namespace_peer
 
 DEFAULT_GATEWAY_NAMESPACE = "shoal-gateways"
 # Debian 12's HAProxy is 2.6.12, the version the tests run; the official image of it.
@@ -247,16 +248,6 @@ def disruption_budget(pool: TenantPool, site: GatewaySite) -> dict[str, Any]:
     }
 
 
-def _by_name(names: list[str]) -> dict[str, Any]:
-    return {
-        "namespaceSelector": {
-            "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": sorted(names)}
-            ]
-        }
-    }
-
-
 def network_policy(pool: TenantPool, site: GatewaySite, tenants: list[str]) -> dict[str, Any]:
     """Who reaches the pool's gateway: its admitted tenants on the inference ports, its
     monitoring on the metrics port, and its own replicas on the peers port."""
@@ -270,7 +261,7 @@ def network_policy(pool: TenantPool, site: GatewaySite, tenants: list[str]) -> d
     if tenants:
         ingress.append(
             {
-                "from": [_by_name(tenants)],
+                "from": [namespace_peer(tenants)],
                 "ports": [
                     {"protocol": "TCP", "port": HTTP_PORT},
                     {"protocol": "TCP", "port": GRPC_PORT},
@@ -280,7 +271,10 @@ def network_policy(pool: TenantPool, site: GatewaySite, tenants: list[str]) -> d
     monitoring = list(pool.spec.access.monitoring_namespaces)
     if monitoring:
         ingress.append(
-            {"from": [_by_name(monitoring)], "ports": [{"protocol": "TCP", "port": METRICS_PORT}]}
+            {
+                "from": [namespace_peer(monitoring)],
+                "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
+            }
         )
     return {
         "apiVersion": "networking.k8s.io/v1",

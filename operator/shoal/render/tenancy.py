@@ -75,12 +75,15 @@ def _meta(pool: TenantPool, name: str, namespace: str) -> dict[str, Any]:
     return meta
 
 
-def _namespaces(names: list[str]) -> dict[str, Any]:
-    return {
-        "namespaceSelector": {
-            "matchExpressions": [{"key": NAME_LABEL, "operator": "In", "values": sorted(names)}]
-        }
-    }
+def named_namespaces(names: Iterable[str]) -> dict[str, Any]:
+    """A label selector for exactly the namespaces ``names``, by their immutable name
+    label (a tenant cannot label its way in)."""
+    return {"matchExpressions": [{"key": NAME_LABEL, "operator": "In", "values": sorted(names)}]}
+
+
+def namespace_peer(names: Iterable[str]) -> dict[str, Any]:
+    """A NetworkPolicy peer: the namespaces ``names``."""
+    return {"namespaceSelector": named_namespaces(names)}
 
 
 def resource_quota(pool: TenantPool, namespace: str) -> dict[str, Any]:
@@ -141,7 +144,7 @@ def _download_egress(pool: TenantPool, cluster_cidrs: Sequence[str]) -> list[dic
             {
                 "to": [
                     {
-                        **_namespaces([proxy.namespace]),
+                        **namespace_peer([proxy.namespace]),
                         "podSelector": _selector(proxy.pod_selector.to_wire()),
                     }
                 ],
@@ -204,12 +207,12 @@ def network_policies(
     if gateway_namespace and pool.spec.gateway.enabled:
         callers.append(
             {
-                **_namespaces([gateway_namespace]),
+                **namespace_peer([gateway_namespace]),
                 "podSelector": {"matchLabels": {GATEWAY_LABEL: pool.metadata.name}},
             }
         )
     if access.gateway_namespaces:
-        callers.append(_namespaces(list(access.gateway_namespaces)))
+        callers.append(namespace_peer(list(access.gateway_namespaces)))
     if access.allow_same_namespace:
         callers.append({"podSelector": {}})  # any pod of this namespace
 
@@ -226,7 +229,7 @@ def network_policies(
                     {
                         "to": [
                             {
-                                **_namespaces([DNS_NAMESPACE]),
+                                **namespace_peer([DNS_NAMESPACE]),
                                 "podSelector": {"matchLabels": DNS_POD_LABELS},
                             }
                         ],
@@ -275,7 +278,7 @@ def network_policies(
                     "policyTypes": ["Ingress"],
                     "ingress": [
                         {
-                            "from": [_namespaces(list(access.monitoring_namespaces))],
+                            "from": [namespace_peer(list(access.monitoring_namespaces))],
                             "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
                         }
                     ],
