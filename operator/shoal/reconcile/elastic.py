@@ -59,10 +59,11 @@ class KueueProbe:
         return served
 
 
-def model_queue(pool: TenantPool, kueue_served: bool) -> str | None:
+def model_queue(pool: TenantPool, kueue_served: Callable[[], bool]) -> str | None:
     """The LocalQueue a model's pods name: its pool's, where the pool's capacity is
-    elastic and Kueue serves it (pure)."""
-    if pool.spec.capacity is None or not kueue_served:
+    elastic and Kueue serves it. Kueue is asked about only for such a pool, so models of
+    other pools never wait on (or fail with) the discovery request."""
+    if pool.spec.capacity is None or not kueue_served():
         return None
     return queue_name(pool.metadata.name)
 

@@ -242,7 +242,7 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         return stalled("InvalidSchedule", f"A scaling schedule cannot be evaluated: {exc}")
     try:
         batching = effective_batching(model, policy.spec if policy else None)
-        queue = model_queue(pool, op.kueue.served(op.kube))
+        queue = model_queue(pool, lambda: op.kueue.served(op.kube))
         desired = batched_model_objects(
             model, batching, pool, floor.min_replicas, op.settings.serving_images, queue
         )
