@@ -10,9 +10,11 @@ policies allow; this checks which of them exist when.)
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from e2e.operator import OperatorProcess
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from tests.support.passes import wait_for_passes
 from tests.support.shoal_objects import Shoal, inference_model, wait_ready, wait_reason
@@ -32,6 +34,16 @@ def _policies(net: client.NetworkingV1Api, namespace: str, pool: str) -> dict[st
     return policies
 
 
+def _create_once_admitted(shoal: Shoal, body: dict[str, Any], namespace: str) -> bool:
+    try:
+        shoal.create(body, namespace)
+    except ApiException as exc:
+        if exc.status == 403 and "does not admit namespace" in (exc.body or ""):
+            return False
+        raise
+    return True
+
+
 def test_a_newly_admitted_namespace_is_isolated_before_its_model_runs(
     api: client.ApiClient, operator: OperatorProcess, namespace: str
 ) -> None:
@@ -41,7 +53,15 @@ def test_a_newly_admitted_namespace_is_isolated_before_its_model_runs(
     net, apps = client.NetworkingV1Api(api), client.AppsV1Api(api)
     with shoal.pool(["somewhere-else"]) as pool:
         shoal.patch("TenantPool", pool, {"spec": {"tenants": {"namespaces": [namespace]}}})
-        shoal.create(inference_model("early", pool), namespace)
+        # The admission policy reads the pool from the API server's own informer, which
+        # may lag the patch by a moment: the create is retried on that refusal alone,
+        # as a GitOps controller would.
+        wait_for(
+            "the admission policy to see the namespace admitted",
+            lambda: _create_once_admitted(shoal, inference_model("early", pool), namespace),
+            lambda created: created,
+            timeout=30,
+        )
         wait_ready(shoal, namespace, "early")
         deployment = apps.read_namespaced_deployment("early", namespace)
         policies = _policies(net, namespace, pool)
