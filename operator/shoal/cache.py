@@ -11,6 +11,11 @@ kopf fills the cache from its indexing handlers, which it runs for every object 
 watched kind before it runs any other handler (the initial lists of all kinds complete
 first), so a pass never sees a half-filled cache.
 
+A deleted object leaves a tombstone: the reply to a write that raced its deletion (a
+status write, an apply read back) arrives after the watch's DELETED event, and must not
+bring it back, or the next pass would act for a model that no longer exists and create
+children for it in a namespace of the same name.
+
 Each entry carries a signature of what a pass depends on: everything but the status and
 the fields the server changes on every write, plus a Deployment's rollout figures. An
 event whose signature equals the stored one (a status write, the echo of Shoal's own
@@ -22,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +36,8 @@ from shoal.api.constants import GROUP, POOL_LABEL
 from shoal.reconcile.autoscaler_state import scaling_active
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
+# Tombstones kept, oldest forgotten first: a reply races its deletion by seconds.
+TOMBSTONES = 10_000
 CUSTOM_KINDS = ("InferenceModel", "TenantPool", "BatchPolicy")
 # Metadata the server rewrites without anyone changing what the object says.
 _OWN_PREFIX = f"{GROUP}/"
@@ -152,10 +159,26 @@ def projection(kind: str, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _newer(incoming: str | None, stored: str | None) -> bool:
+@dataclass(frozen=True)
+class Tombstone:
+    uid: str | None
+    resource_version: str | None
+
+    def buries(self, body: dict[str, Any]) -> bool:
+        """Whether ``body`` is a copy of the deleted object: the same incarnation (uid),
+        or, without one, a version from before the deletion."""
+        meta = body.get("metadata") or {}
+        if self.uid and meta.get("uid"):
+            return bool(meta["uid"] == self.uid)
+        return not _newer(meta.get("resourceVersion"), self.resource_version, strictly=True)
+
+
+def _newer(incoming: str | None, stored: str | None, *, strictly: bool = False) -> bool:
     """Whether a resourceVersion is not older than the stored one. They are opaque to
     clients, but the API server's are etcd revisions; anything else is taken as newer."""
     try:
+        if strictly:
+            return int(incoming or 0) > int(stored or 0)
         return int(incoming or 0) >= int(stored or 0)
     except ValueError:
         return True
@@ -176,6 +199,7 @@ class Cache:
         self._entries: dict[Key, Entry] = {}
         self._by_pool: dict[str, set[Key]] = defaultdict(set)  # models and pool objects
         self._by_kind: dict[str, set[Key]] = defaultdict(set)
+        self._tombstones: OrderedDict[Key, Tombstone] = OrderedDict()
 
     # ------------------------------------------------------------------ writes
     def put(self, kind: str, body: dict[str, Any], *, partial: bool = False) -> bool:
@@ -183,12 +207,18 @@ class Cache:
 
         An older copy than the one kept (a write's reply that lost the race with the
         watch, or the reverse) changes nothing. A ``partial`` body (metadata only, from
-        a listing) is kept only for an object not seen yet."""
+        a listing) is kept only for an object not seen yet. A copy of an object whose
+        deletion was seen is not kept (``buried``)."""
         key = key_of(kind, body)
         content = content_digest(body)
         new = Entry(projection(kind, body), content, signature(kind, body, content))
         version = (body.get("metadata") or {}).get("resourceVersion")
         with self._lock:
+            tombstone = self._tombstones.get(key)
+            if tombstone is not None:
+                if tombstone.buries(body):
+                    return False
+                del self._tombstones[key]  # created again
             old = self._entries.get(key)
             if partial and old is not None:
                 return False
@@ -201,11 +231,23 @@ class Cache:
         return old is None or old.signature != new.signature
 
     def drop(self, kind: str, body: dict[str, Any]) -> None:
+        """Forget a deleted object, and refuse any older copy of it from now on."""
         key = key_of(kind, body)
+        meta = body.get("metadata") or {}
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
                 self._unindex(key, old.body)
+            self._tombstones.pop(key, None)
+            self._tombstones[key] = Tombstone(meta.get("uid"), meta.get("resourceVersion"))
+            while len(self._tombstones) > TOMBSTONES:
+                self._tombstones.popitem(last=False)
+
+    def buried(self, kind: str, body: dict[str, Any]) -> bool:
+        """Whether ``body`` is a copy of an object whose deletion was seen."""
+        with self._lock:
+            tombstone = self._tombstones.get(key_of(kind, body))
+        return tombstone is not None and tombstone.buries(body)
 
     def _pool_of(self, key: Key, body: dict[str, Any]) -> str | None:
         if key[0] == "InferenceModel":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.cache import Cache
+from shoal.cache import TOMBSTONES, Cache
 from shoal.kube.drift import digest
 from shoal.kube.verified import DEFAULT_TTL, Verified
 
@@ -167,3 +167,63 @@ def test_absence_is_vouched_only_once_the_cache_is_filled() -> None:
     assert verified.absent(desired)
     cache.put("HorizontalPodAutoscaler", hpa())
     assert not verified.absent(desired)
+
+
+def _model(uid: str, rv: str) -> dict[str, Any]:
+    return {
+        "kind": "InferenceModel",
+        "metadata": {"name": "m", "namespace": "ns", "uid": uid, "resourceVersion": rv},
+        "spec": {"pool": "p"},
+        "status": {},
+    }
+
+
+def test_a_reply_that_lost_the_race_with_the_deletion_does_not_bring_the_object_back() -> None:
+    cache = Cache()
+    cache.put("InferenceModel", _model("u1", "5"))
+    cache.drop("InferenceModel", _model("u1", "9"))  # the watch's DELETED event
+    # The reply to a status write sent before the deletion, read after it.
+    assert not cache.put("InferenceModel", _model("u1", "7"))
+    assert cache.get("InferenceModel", "m", "ns") is None
+    assert cache.all("InferenceModel") == []
+    assert cache.in_pool("p", ["InferenceModel"]) == []
+    # Created again under the same name: a new object, kept.
+    assert cache.put("InferenceModel", _model("u2", "12"))
+    assert cache.get("InferenceModel", "m", "ns") is not None
+    # A later copy of the new one is no longer judged by the old tombstone.
+    cache.put("InferenceModel", {**_model("u2", "13"), "spec": {"pool": "q"}})
+    assert cache.in_pool("q", ["InferenceModel"]) != []
+
+
+def test_without_a_uid_a_copy_older_than_the_deletion_is_refused() -> None:
+    cache = Cache()
+    cache.drop("HorizontalPodAutoscaler", hpa(rv="9"))
+    assert cache.buried("HorizontalPodAutoscaler", hpa(rv="9"))
+    assert not cache.put("HorizontalPodAutoscaler", hpa(rv="8"))
+    assert cache.put("HorizontalPodAutoscaler", hpa(rv="10"))
+
+
+def test_a_childs_reply_after_its_deletion_is_not_vouched_for() -> None:
+    cache = Cache()
+    verified = Verified(cache)
+    verified.synced = True
+    desired = _hpa_desired()
+    wanted = digest(desired)
+    child = {**hpa(rv="5"), "metadata": {**hpa(rv="5")["metadata"], "uid": "c1"}}
+    verified.record(wanted, child)
+    gone = {**child, "metadata": {**child["metadata"], "resourceVersion": "6"}}
+    cache.drop("HorizontalPodAutoscaler", gone)
+    verified.forget("HorizontalPodAutoscaler", gone)
+    verified.record(wanted, child)  # an apply's read-back that raced the deletion
+    assert verified.vouch(desired, wanted) is None
+    assert verified.absent(desired)  # so the next pass creates it again
+
+
+def test_tombstones_are_bounded() -> None:
+    cache = Cache()
+    for i in range(TOMBSTONES + 5):
+        cache.drop("InferenceModel", {"metadata": {"name": f"m{i}", "namespace": "ns", "uid": "u"}})
+    body = {"metadata": {"name": "m0", "namespace": "ns", "uid": "u"}, "spec": {}}
+    assert not cache.buried("InferenceModel", body)  # the oldest was forgotten
+    last = {"metadata": {"name": f"m{TOMBSTONES + 4}", "namespace": "ns", "uid": "u"}}
+    assert cache.buried("InferenceModel", last)

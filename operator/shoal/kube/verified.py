@@ -40,6 +40,8 @@ class Verified:
     def record(self, wanted: str, body: dict[str, Any]) -> None:
         """``body`` (the child as read or as the write left it) holds intent ``wanted``."""
         key = key_of(body["kind"], body)
+        if self._cache.buried(body["kind"], body):
+            return  # the reply lost the race with the child's deletion
         # Kept in the cache too, so the watch's echo of a write is known not to matter.
         self._cache.put(body["kind"], body)
         with self._lock:
