@@ -4,7 +4,7 @@ the replicas its forecast demand needs, published for the HPA.
 One round reads everything it needs in four range queries for all models at once (the
 arrival rate over the last hours, and each replica's batches, requests and compute time
 over the last minutes), then runs shoal.autoscale.predict per model: the same code the
-autoscaling replay measures. The result goes to the operator's own metrics
+autoscaling replay measures (shoal.autoscale.round). The result goes to the operator's own metrics
 (``shoal_model_required_replicas``, an object metric on the model's Service once
 Prometheus scrapes the operator and prometheus-adapter serves it) and to the model's
 status on its next periodic pass. A round that cannot reach Prometheus publishes nothing
@@ -15,49 +15,18 @@ never down.
 from __future__ import annotations
 
 import contextlib
-import logging
 import time
 from typing import Any
 
-from prometheus_api_client.exceptions import PrometheusApiClientException
 from pydantic import ValidationError
-from requests.exceptions import RequestException
 
-from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
-from shoal.api.constants import MODEL_LABEL
 from shoal.api.inferencemodel import InferenceModel
-from shoal.autoscale.predict import (
-    DEFAULT_ERROR_WINDOW_S,
-    DEFAULT_METRIC_LAG_S,
-    ForecastConfig,
-    RateHistory,
-    estimate_capacity,
-    forecast_demand,
-    required_replicas,
-    warm_pool_replicas,
-)
 from shoal.autoscale.predictions import ModelKey, Prediction
-from shoal.autoscale.signals import (
-    batch_observations,
-    batch_settings,
-    cold_start_seconds,
-    rate_histories,
-)
-from shoal.kube.client import ApiError
 from shoal.state import Operator
 from shoal.telemetry import CAPACITY, COLD_START, FORECAST_RATE, REQUIRED_REPLICAS
 
-log = logging.getLogger(__name__)
-
 PREDICT_SECONDS = 15.0
-# Enough for the forecast to score its own past forecasts over the error window.
-HISTORY_SECONDS = DEFAULT_ERROR_WINDOW_S + 900.0
-CAPACITY_SECONDS = 900.0
-# A model's pods are listed for its cold start at most this often.
-COLD_START_REFRESH_SECONDS = 60.0
-# The cold start assumed before any pod of the model was seen to start.
-DEFAULT_COLD_START_SECONDS = 60.0
 
 
 def predictive_models(op: Operator) -> list[tuple[InferenceModel, dict[str, Any] | None]]:
@@ -79,22 +48,6 @@ def predictive_models(op: Operator) -> list[tuple[InferenceModel, dict[str, Any]
     return out
 
 
-def _cold_start(op: Operator, key: ModelKey, now: float) -> float | None:
-    known = op.predictions.cold_start(key)
-    if known is not None and now - known[0] < COLD_START_REFRESH_SECONDS:
-        return known[1]
-    namespace, name = key
-    try:
-        pods = op.kube.list("v1", "Pod", namespace, labels=f"{MODEL_LABEL}={name}")
-    except ApiError as exc:
-        log.warning("listing the pods of %s/%s failed: %s", namespace, name, exc.reason)
-        return known[1] if known else None
-    measured = cold_start_seconds(pods)
-    seconds = measured if measured is not None else (known[1] if known else None)
-    op.predictions.set_cold_start(key, now, seconds)
-    return seconds
-
-
 def predict_round(op: Operator, now: float | None = None) -> None:
     """One round over every predictive model; publishes and records what it found."""
     if op.metrics is None:
@@ -102,66 +55,16 @@ def predict_round(op: Operator, now: float | None = None) -> None:
     models = predictive_models(op)
     wall = time.time() if now is None else now
     end = float(int(wall // PREDICT_SECONDS * PREDICT_SECONDS))
-    step = PREDICT_SECONDS
     latest: dict[ModelKey, Prediction] = {}
     if models:
-        try:
-            rates = rate_histories(
-                op.metrics.matrix("shoal:arrival_rate:model", end - HISTORY_SECONDS, end, step),
-                end - HISTORY_SECONDS,
-                end,
-                step,
-            )
-            executions, inferences, compute = (
-                op.metrics.matrix(series, end - CAPACITY_SECONDS, end, step)
-                for series in (
-                    "shoal:execution_rate:pod",
-                    "shoal:inference_rate:pod",
-                    "shoal:compute_seconds_rate:pod",
-                )
-            )
-            counters = batch_observations(executions, inferences, compute, step)
-        except (PrometheusApiClientException, RequestException, ValueError, KeyError) as exc:
-            log.warning("predictive scaling: reading Prometheus failed: %s", exc)
+        # Here, not at the top: the forecast's numpy loads only once a model asks for
+        # predictive scaling, not into every operator's memory.
+        from shoal.autoscale.round import predictions_for
+
+        found = predictions_for(op, models, end, PREDICT_SECONDS)
+        if found is None:
             return
-        for model, policy_body in models:
-            key = (model.metadata.namespace or "", model.metadata.name)
-            try:
-                policy = parse_object(BatchPolicy, policy_body).spec if policy_body else None
-                settings = batch_settings(model, policy)
-            except (ValidationError, ValueError):
-                continue  # the model's own status says what is wrong with its batching
-            cold = _cold_start(op, key, time.monotonic())
-            horizon = (cold if cold is not None else DEFAULT_COLD_START_SECONDS) + (
-                DEFAULT_METRIC_LAG_S
-            )
-            history = rates.get(key) or RateHistory(step_s=step, rates=(0.0,))
-            forecast = forecast_demand(history, ForecastConfig(horizon_s=horizon))
-            before = op.predictions.get(key)
-            capacity = estimate_capacity(
-                counters.get(key, []), settings, before.capacity if before else None
-            )
-            required: int | None = None
-            warm_pool: int | None = None
-            predictive = model.spec.scaling.predictive
-            assert predictive is not None  # predictive_models() kept only these
-            if capacity is not None:
-                warm_pool = warm_pool_replicas(
-                    forecast,
-                    capacity,
-                    min_replicas=model.spec.scaling.min_replicas,
-                    max_replicas=model.spec.scaling.max_replicas,
-                )
-                required = required_replicas(
-                    forecast,
-                    capacity,
-                    predictive.headroom_percent / 100,
-                    min_replicas=0,
-                    max_replicas=model.spec.scaling.max_replicas,
-                )
-            elif forecast.demand == 0:
-                required = 0  # nothing to serve: no replica needed, whatever one sustains
-            latest[key] = Prediction(forecast.demand, capacity, required, cold, warm_pool)
+        latest = found
     publish(op.predictions.keys(), latest)
     op.predictions.replace(latest)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shoal.autoscale.predict import CapacityEstimate
 from shoal.metrics.status import format_seconds
+
+if TYPE_CHECKING:  # numpy's module: loaded by the predictive round alone
+    from shoal.autoscale.predict import CapacityEstimate
 
 ModelKey = tuple[str, str]  # (namespace, name)
 

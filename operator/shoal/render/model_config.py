@@ -7,12 +7,19 @@ Triton can parse.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2 as pb
 
 from shoal.api.batchpolicy import BatchPolicySpec, QueuePolicy
 from shoal.api.common import parse_duration
 from shoal.api.inferencemodel import InferenceModel, Tensor
+from shoal.render.triton_schema import model_config_schema
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2 as pb
+else:
+    pb = model_config_schema()
 
 
 def _microseconds(duration: str) -> int:
