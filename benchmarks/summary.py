@@ -27,6 +27,9 @@ RELIABILITY_BEGIN, RELIABILITY_END = "<!-- reliability:begin -->", "<!-- reliabi
 # The README's elastic-capacity section quotes the figures of the real-Kueue tests
 # (``make elastic-figures``).
 ELASTIC_BEGIN, ELASTIC_END = "<!-- elastic:begin -->", "<!-- elastic:end -->"
+# A capacity window's quota change within one pass: the operator wakes a second after
+# the boundary, and a pass takes a few more (the window test's own bound).
+WINDOW_PASS_SECONDS = 10.0
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -348,6 +351,22 @@ def elastic_block() -> str:
         f"after the models were created) | {expected[0]} and {expected[1]} within one "
         f"GPU: {_verdict(within)} |",
     ]
+    window = data.get("window")
+    if window is not None:
+        high, low = window["nominal_gpus"]
+        on_time = window["seconds_from_start_to_quota"] <= WINDOW_PASS_SECONDS
+        drained = window["replicas_preempted_or_evicted"] == 0
+        lines.append(
+            f"| window: a {high}-GPU pool running {high} replicas opens a one-minute window "
+            f"of {low} GPUs | quota {low} {window['seconds_from_start_to_quota']:g} s after "
+            f"the start; {window['replicas_scaled_down']} replicas scaled down by the HPA "
+            f"{window['seconds_from_start_to_drained']:g} s after it (preempted or evicted: "
+            f"{window['replicas_preempted_or_evicted']}; {window['replicas_kept_untouched']} "
+            f"untouched); quota and replicas back {window['seconds_from_close_to_quota']:g} s "
+            f"and {window['seconds_from_close_to_replicas_back']:g} s after it closes | "
+            f"within one pass (≤ {WINDOW_PASS_SECONDS:g} s): {_verdict(on_time)}; drained, "
+            f"not killed: {_verdict(drained)} |"
+        )
     body = "\n".join(lines)
     return f"{ELASTIC_BEGIN}\n{body}\n{ELASTIC_END}"
 

@@ -1,7 +1,7 @@
 """Elastic capacity on the real control plane with real Kueue (its controller and
 webhooks, e2e/kueue.py), KWOK GPU nodes and the real HPA controller: a pool borrows a
-cohort member's idle GPUs, the lender takes them back by preemption, and borrowers
-share idle GPUs by weight.
+cohort member's idle GPUs, the lender takes them back by preemption, borrowers share
+idle GPUs by weight, and a capacity window changes a pool's quota at its start.
 
 Figures (seconds to reclaim, replicas gained, shares) are printed and written to
 $SHOAL_RESULTS_DIR/elastic_capacity.json when that is set.
@@ -9,6 +9,7 @@ $SHOAL_RESULTS_DIR/elastic_capacity.json when that is set.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import time
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from benchmarks.summary import WINDOW_PASS_SECONDS
 from e2e.cluster.target import Target
 from e2e.install import Kubectl
 from e2e.kueue import running_kueue, version
@@ -402,3 +404,137 @@ def test_borrowers_share_idle_gpus_by_weight(
         for pool in (lender, light, heavy):
             shoal.delete("TenantPool", pool)
         core.delete_namespace(with_third, propagation_policy="Background")
+
+
+def next_whole_minute(at_least: float) -> dt.datetime:
+    """The first whole minute (UTC) at least ``at_least`` seconds from now."""
+    soonest = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=at_least)
+    minute = soonest.replace(second=0, microsecond=0)
+    return minute if minute >= soonest else minute + dt.timedelta(minutes=1)
+
+
+def seconds_since(moment: dt.datetime) -> float:
+    return (dt.datetime.now(dt.UTC) - moment).total_seconds()
+
+
+def own_gpu_quota(api: client.ApiClient, pool: str) -> str:
+    queue = next(q for q in kueue_objects(api, "clusterqueues") if q["metadata"]["name"] == pool)
+    flavor = queue["spec"]["resourceGroups"][0]["flavors"][0]
+    gpu = next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu")
+    return str(gpu["nominalQuota"])
+
+
+def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_above(
+    kueue: None,
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    gpu_nodes: list[client.V1Node],
+) -> None:
+    """A pool of 4 GPUs (no cohort) with a one-minute window of 2: at the window's start
+    the ClusterQueue's quota drops to 2 within a pass, the model's HPA comes down to 2
+    and scales the 2 replicas above the quota down (graceful deletion by the ReplicaSet
+    controller), none preempted by Kueue and the other 2 untouched; when the window
+    closes, the 4 GPUs and replicas come back."""
+    shoal = Shoal(api)
+    autoscaling = client.AutoscalingV2Api(api)
+    name = f"window-{uuid.uuid4().hex[:6]}"
+    opens = next_whole_minute(at_least=45)
+    window = {
+        "name": "night",
+        "start": f"{opens.minute} {opens.hour} * * *",
+        "duration": "1m",
+        "gpus": 2,
+    }
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4, "windows": [window]}))
+    try:
+        wait_mode(shoal, name, "Kueue")
+        shoal.create(model("nightly", name, 4), namespace)
+        wait_for(
+            "the model's 4 replicas admitted and running",
+            lambda: len(running(core, namespace, "nightly")),
+            lambda n: n == 4,
+            timeout=120,
+        )
+        assert seconds_since(opens) < 0, "the window opened before the model ran: no boundary"
+        assert own_gpu_quota(api, f"shoal-{name}") == "4"
+        hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler("nightly", namespace)
+        assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (4, 4)  # the pool's 4 GPUs
+        before = {p.metadata.uid for p in running(core, namespace, "nightly")}
+
+        time.sleep(max(0.0, -seconds_since(opens)))
+        wait_for(
+            "the ClusterQueue's quota to drop to the window's 2 GPUs",
+            lambda: own_gpu_quota(api, f"shoal-{name}"),
+            lambda quota: quota == "2",
+            timeout=30,
+        )
+        quota_s = seconds_since(opens)
+        status = wait_for(
+            "the pool's status to name the window",
+            lambda: pool_capacity(shoal, name),
+            lambda c: c.get("nominalGpus") == 2 and c.get("window") == "night",
+            timeout=30,
+        )
+        wait_for(
+            "the HPA to stop at 2 replicas",
+            lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("nightly", namespace),
+            lambda h: (h.spec.min_replicas, h.spec.max_replicas) == (2, 2),
+            timeout=30,
+        )
+        kept = wait_for(
+            "the replicas above the quota to be scaled down",
+            lambda: {p.metadata.uid for p in pods(core, namespace, "nightly")},
+            lambda uids: len(uids) == 2,
+            timeout=90,
+        )
+        drained_s = seconds_since(opens)
+        reasons = [
+            (e.reason or "", e.message or "")
+            for e in core.list_namespaced_event(namespace).items
+            if e.last_timestamp is None or e.last_timestamp >= opens
+        ]
+        preempted = [r for r in reasons if "Preempt" in r[0] or "Evict" in r[0]]
+        rescaled = [
+            m for r, m in reasons if r == "SuccessfulRescale" and "above Spec.MaxReplicas" in m
+        ]
+        window_seconds = 60.0
+        closed = opens + dt.timedelta(seconds=window_seconds)
+        time.sleep(max(0.0, -seconds_since(closed)))
+        wait_for(
+            "the pool's 4 GPUs back when the window closes",
+            lambda: (own_gpu_quota(api, f"shoal-{name}"), pool_capacity(shoal, name)),
+            lambda q: q[0] == "4" and q[1].get("nominalGpus") == 4 and "window" not in q[1],
+            timeout=30,
+        )
+        restored_quota_s = seconds_since(closed)
+        wait_for(
+            "the model's 4 replicas running again",
+            lambda: len(running(core, namespace, "nightly")),
+            lambda n: n == 4,
+            timeout=120,
+        )
+        restored_s = seconds_since(closed)
+        record(
+            {
+                "window": {
+                    "nominal_gpus": [4, 2],
+                    "seconds_from_start_to_quota": round(quota_s, 1),
+                    "seconds_from_start_to_drained": round(drained_s, 1),
+                    "replicas_scaled_down": len(before - kept),
+                    "replicas_kept_untouched": len(before & kept),
+                    "replicas_preempted_or_evicted": len(preempted),
+                    "seconds_from_close_to_quota": round(restored_quota_s, 1),
+                    "seconds_from_close_to_replicas_back": round(restored_s, 1),
+                }
+            }
+        )
+        assert status["inUseGpus"] >= 2
+        assert kept <= before, "a replica that fit the new quota was replaced"
+        assert not preempted, f"replicas were preempted or evicted, not drained: {preempted}"
+        assert rescaled, f"no HPA scale-down above maxReplicas among {reasons}"
+        assert quota_s <= WINDOW_PASS_SECONDS, f"the quota changed {quota_s:.1f} s after the start"
+    finally:
+        shoal.delete("InferenceModel", "nightly", namespace)
+        shoal.delete("TenantPool", name)

@@ -66,6 +66,7 @@ LABEL_KEY = "must be a label key"
 LABEL_VALUE = "must be a label value"
 CRON = "must be a five-field cron expression"
 TOLERATION = "spec.placement.tolerations[0]"
+_NIGHT = {"name": "night", "start": "0 22 * * *", "duration": "8h", "gpus": 1}
 
 CASES: tuple[Case, ...] = (
     # ------------------------------------------------------------------ BatchPolicy
@@ -303,6 +304,37 @@ CASES: tuple[Case, ...] = (
         "critical",
         (("spec.capacity", {"gpus": 2, "cohort": "GPU Pool"}),),
         ("spec.capacity.cohort", MATCH),
+    ),
+    Case(
+        "tp-capacity-window-gpus-negative",
+        TP,
+        "critical",
+        (
+            (
+                "spec.capacity",
+                {"gpus": 2, "windows": [{**_NIGHT, "gpus": -1}]},
+            ),
+        ),
+        ("spec.capacity.windows[0].gpus", "greater than or equal to 0"),
+    ),
+    Case(
+        "tp-capacity-window-start-not-cron",
+        TP,
+        "critical",
+        (("spec.capacity", {"gpus": 2, "windows": [{**_NIGHT, "start": "at night"}]}),),
+        ("spec.capacity.windows[0].start", MATCH),
+    ),
+    Case(
+        "tp-capacity-window-gpus-missing",
+        TP,
+        "critical",
+        (
+            (
+                "spec.capacity",
+                {"gpus": 2, "windows": [{k: v for k, v in _NIGHT.items() if k != "gpus"}]},
+            ),
+        ),
+        ("spec.capacity.windows[0].gpus", REQUIRED),
     ),
     Case(
         "tp-capacity-gpus-missing",

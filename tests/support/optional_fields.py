@@ -116,6 +116,7 @@ QUEUE = {"priority": 1, "policy": {"maxQueueSize": 8}}
 PRIORITY_LEVELS = {"priorityLevels": 2}
 EXISTS_APP = {"key": "app", "operator": "Exists"}
 ON = {"enabled": True}
+CAPACITY_WINDOW = {"name": "night", "start": "0 22 * * *", "duration": "8h", "gpus": 2}
 WINDOW = {
     "name": "always",
     "start": "0 0 * * *",
@@ -293,6 +294,13 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(TP, "capacity.weight", 3, {"capacity": {"gpus": 4, "cohort": "{namespace}"}}),
     FieldCase(TP, "capacity.borrowingLimit", 2, {"capacity": {"gpus": 4, "cohort": "{namespace}"}}),
     FieldCase(TP, "capacity.lendingLimit", 2, {"capacity": {"gpus": 4, "cohort": "{namespace}"}}),
+    FieldCase(TP, "capacity.windows", [CAPACITY_WINDOW], {"capacity": {"gpus": 4}}),
+    FieldCase(
+        TP,
+        "capacity.windows[].timeZone",
+        "Asia/Tokyo",
+        {"capacity": {"gpus": 4, "windows": [CAPACITY_WINDOW]}},
+    ),
     FieldCase(TP, "priority", {"value": 5000}),
     FieldCase(TP, "priority.value", 5000),
     FieldCase(TP, "priority.preemptionPolicy", "Never"),

@@ -3,6 +3,7 @@ ClusterQueue statuses, and a model's replicas that wait for quota."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -13,13 +14,19 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError
 from shoal.reconcile.elastic import KueueProbe, cohort_of, model_queue
+from shoal.reconcile.pool import next_pool_change
 from shoal.reconcile.replica_state import WAITING_FOR_QUOTA, replica_state
-from shoal.render.desired import model_objects
+from shoal.render.batching import effective_batching
+from shoal.render.desired import batched_model_objects, model_objects
 from shoal.render.elastic import (
     NO_NAMESPACE,
+    Nominal,
     capacity_figures,
     cluster_queue,
     elastic_objects,
+    gpu_ceiling,
+    next_capacity_change,
+    nominal_at,
     resource_flavor,
 )
 from shoal.render.workload import GPU
@@ -61,7 +68,7 @@ def test_a_pool_borrows_every_other_flavor_of_its_cohort_and_lends_its_own() -> 
         pool("zeta", {"gpus": 2, "cohort": "gpu"}),
         pool("alpha", {"gpus": 8, "cohort": "gpu"}),
     ]
-    queue = cluster_queue(me, [me, *others], ["team-b", "team-a"])
+    queue = cluster_queue(me, [me, *others], ["team-b", "team-a"], Nominal(4))
     flavors = [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]]
     # Its own GPUs first (Kueue tries flavors in order), then the lenders', by name.
     assert flavors == ["shoal-me", "shoal-alpha", "shoal-zeta"]
@@ -88,7 +95,7 @@ def test_a_pool_borrows_every_other_flavor_of_its_cohort_and_lends_its_own() -> 
 
 def test_a_pool_without_a_cohort_neither_borrows_nor_lends() -> None:
     me = pool("alone", {"gpus": 3})
-    queue = cluster_queue(me, [me, pool("other", {"gpus": 2, "cohort": "gpu"})], [])
+    queue = cluster_queue(me, [me, pool("other", {"gpus": 2, "cohort": "gpu"})], [], Nominal(3))
     assert [f["name"] for f in queue["spec"]["resourceGroups"][0]["flavors"]] == ["shoal-alone"]
     assert gpu_quota(queue, "shoal-alone") == {"name": GPU, "nominalQuota": "3"}
     assert "cohortName" not in queue["spec"]
@@ -99,7 +106,7 @@ def test_a_pool_without_a_cohort_neither_borrows_nor_lends() -> None:
 
 def test_every_admitted_namespace_gets_a_local_queue_after_the_flavor_and_queue() -> None:
     me = pool("me", {"gpus": 1})
-    objs = elastic_objects(me, [me], ["b", "a"])
+    objs = elastic_objects(me, [me], ["b", "a"], Nominal(1))
     assert [(o["kind"], o["metadata"].get("namespace")) for o in objs] == [
         ("ResourceFlavor", None),
         ("ClusterQueue", None),
@@ -298,3 +305,92 @@ def test_an_elastic_pools_figures_are_gauges_that_go_when_it_does() -> None:
     assert not [
         k for k in series("shoal_pool_waiting_replicas") if ("tenantpool", "gauge-pool") in k
     ]
+
+
+# ------------------------------------------------------------------ capacity windows
+NIGHT = {"name": "night", "start": "0 22 * * *", "duration": "8h", "gpus": 1}
+PEAK = {"name": "peak", "start": "0 9 * * 1-5", "duration": "9h", "gpus": 6}
+
+
+def at(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+
+
+def test_the_first_open_window_sets_the_nominal_gpus() -> None:
+    capacity = pool("p", {"gpus": 4, "windows": [NIGHT, PEAK]}).spec.capacity
+    assert capacity is not None
+    assert nominal_at(capacity, at("2026-12-02T23:00:00")) == Nominal(1, "night")
+    assert nominal_at(capacity, at("2026-12-03T05:59:59")) == Nominal(1, "night")
+    assert nominal_at(capacity, at("2026-12-03T06:00:00")) == Nominal(4)  # night closed
+    assert nominal_at(capacity, at("2026-12-02T10:00:00")) == Nominal(6, "peak")  # Wednesday
+    assert nominal_at(capacity, at("2026-12-05T10:00:00")) == Nominal(4)  # Saturday
+    # Overlapping windows: the first listed wins.
+    overlap = pool("p", {"gpus": 4, "windows": [{**NIGHT, "start": "0 9 * * *"}, PEAK]})
+    assert overlap.spec.capacity is not None
+    assert nominal_at(overlap.spec.capacity, at("2026-12-02T10:00:00")) == Nominal(1, "night")
+
+
+def test_the_pool_looks_again_when_a_window_opens_or_closes() -> None:
+    capacity = pool("p", {"gpus": 4, "windows": [NIGHT]}).spec.capacity
+    assert next_capacity_change(capacity, at("2026-12-02T12:00:00")) == at("2026-12-02T22:00:00")
+    assert next_capacity_change(capacity, at("2026-12-02T22:00:00")) == at("2026-12-03T06:00:00")
+    assert next_capacity_change(pool("p", {"gpus": 4}).spec.capacity, at("2026-12-02")) is None
+    assert next_capacity_change(None, at("2026-12-02")) is None
+
+
+def test_a_window_sets_the_queues_quota_and_lends_at_most_what_it_has() -> None:
+    me = pool("me", {"gpus": 4, "cohort": "gpu", "lendingLimit": 3, "windows": [NIGHT]})
+    queue = cluster_queue(me, [me], [], Nominal(1, "night"))
+    assert gpu_quota(queue, "shoal-me") == {"name": GPU, "nominalQuota": "1", "lendingLimit": "1"}
+    queue = cluster_queue(me, [me], [], Nominal(4))
+    assert gpu_quota(queue, "shoal-me")["lendingLimit"] == "3"
+
+
+def test_a_pool_without_a_cohort_caps_its_models_at_its_gpus_now() -> None:
+    alone = pool("alone", {"gpus": 4, "windows": [NIGHT]})
+    assert gpu_ceiling(alone, at("2026-12-02T12:00:00")) == 4
+    assert gpu_ceiling(alone, at("2026-12-02T23:00:00")) == 1
+    # A pool that borrows has no ceiling of its own; one without capacity neither.
+    assert gpu_ceiling(pool("b", {"gpus": 4, "cohort": "gpu"}), at("2026-12-02")) is None
+    assert gpu_ceiling(pool("c", None), at("2026-12-02")) is None
+
+
+def _hpa(min_replicas: int, gpus: int, ceiling: int | None) -> dict[str, Any]:
+    doc = example("InferenceModel", "labs-embedder")
+    doc["metadata"]["namespace"] = "team-a"
+    doc["spec"]["runtime"]["gpus"] = gpus
+    doc["spec"]["scaling"] = {"minReplicas": min_replicas, "maxReplicas": 8}
+    im = InferenceModel.model_validate(doc)
+    tp = pool("p", {"gpus": 16})
+    objs = batched_model_objects(im, effective_batching(im, None), tp, gpu_ceiling=ceiling)
+    return next(o for o in objs if o["kind"] == "HorizontalPodAutoscaler")["spec"]
+
+
+def test_the_hpa_stops_at_the_gpus_the_pool_can_admit() -> None:
+    assert (_hpa(4, 1, None)["minReplicas"], _hpa(4, 1, None)["maxReplicas"]) == (4, 8)
+    # A window of 2 GPUs: the warm pool of 4 and the maximum of 8 both come down to 2.
+    assert (_hpa(4, 1, 2)["minReplicas"], _hpa(4, 1, 2)["maxReplicas"]) == (2, 2)
+    # Two GPUs a replica in 5: two replicas; at 0 GPUs one stays, waiting for quota.
+    assert _hpa(1, 2, 5)["maxReplicas"] == 2
+    assert (_hpa(1, 1, 0)["minReplicas"], _hpa(1, 1, 0)["maxReplicas"]) == (1, 1)
+
+
+def test_the_pool_wakes_for_its_gateways_windows_and_its_capacitys_alike() -> None:
+    doc = example("TenantPool", "critical")
+    doc["metadata"] = {"name": "p"}
+    doc["spec"]["capacity"] = {"gpus": 4, "windows": [NIGHT]}
+    doc["spec"]["gateway"] = {
+        "windows": [
+            {"name": "lunch", "start": "0 12 * * *", "duration": "1h", "limits": {"concurrency": 2}}
+        ]
+    }
+    both = TenantPool.model_validate(doc)
+    assert next_pool_change(both, at("2026-12-02T11:00:00")) == at("2026-12-02T12:00:00")
+    assert next_pool_change(both, at("2026-12-02T13:30:00")) == at("2026-12-02T22:00:00")
+    # A disabled gateway's windows change nothing.
+    doc["spec"]["gateway"]["enabled"] = False
+    assert next_pool_change(TenantPool.model_validate(doc), at("2026-12-02T11:00:00")) == at(
+        "2026-12-02T22:00:00"
+    )
+    doc["spec"].pop("capacity")
+    assert next_pool_change(TenantPool.model_validate(doc), at("2026-12-02T11:00:00")) is None

@@ -21,8 +21,10 @@ from shoal.api.common import (
     UniqueList,
     conditions_field,
     name_rule,
+    unique_by,
 )
 from shoal.api.gateway import Gateway
+from shoal.api.windows import Window
 
 POOL_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 POOL_NAME_MAX = 52
@@ -112,6 +114,17 @@ class Quota(SpecModel):
     )
 
 
+class CapacityWindow(Window):
+    """A time window in which the pool's nominal GPUs are others: more at peak hours,
+    fewer at night. At the window's start the ClusterQueue's quota changes; replicas
+    above a lower quota are drained by scaling down (their termination grace period
+    and Triton's drain), not killed."""
+
+    gpus: int = Field(
+        ge=0, le=100_000, description="The pool's nominal GPUs while the window is open."
+    )
+
+
 class Capacity(SpecModel):
     """The pool's GPUs as a whole, governed by Kueue: lent to the pools of its cohort
     while idle and taken back, by preemption of what they borrowed, when needed."""
@@ -147,7 +160,15 @@ class Capacity(SpecModel):
         le=100_000,
         description="GPUs of its own the pool lends to its cohort while they are idle. "
         "Unset: all of its idle GPUs. Lent GPUs are taken back by preemption of the "
-        "borrowers' replicas (graceful: their termination grace period and drain).",
+        "borrowers' replicas (graceful: their termination grace period and drain). "
+        "While a window gives the pool fewer GPUs, it lends at most those.",
+    )
+    windows: Annotated[list[CapacityWindow], unique_by("name")] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Time windows with other nominal GPUs (e.g. fewer at night); the first "
+        "open one applies, and gpus applies outside them.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 
     rules = (
@@ -448,7 +469,12 @@ class CapacityStatus(SpecModel):
         description="Kueue: the pool's capacity is a Kueue ClusterQueue. HardQuota: only "
         "the per-namespace ResourceQuotas apply (no capacity set, or no Kueue)."
     )
-    nominal_gpus: int | None = Field(default=None, ge=0, description="The pool's own GPUs.")
+    nominal_gpus: int | None = Field(
+        default=None, ge=0, description="The pool's own GPUs now (its open window's, if any)."
+    )
+    window: str | None = Field(
+        default=None, description="The capacity window open now, whose GPUs apply."
+    )
     in_use_gpus: int | None = Field(
         default=None, ge=0, description="GPUs admitted to the pool's replicas, borrowed included."
     )

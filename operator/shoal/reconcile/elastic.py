@@ -4,6 +4,7 @@ ClusterQueues say about GPUs borrowed and lent."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from shoal.api.constants import (
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError, Kube
 from shoal.reconcile.conditions import Cond
-from shoal.render.elastic import capacity_figures, elastic_objects, queue_name
+from shoal.render.elastic import capacity_figures, elastic_objects, nominal_at, queue_name
 
 KUEUE_KINDS = ("LocalQueue", "ClusterQueue", "ResourceFlavor")  # deletion order
 # How long an answer to "does the cluster serve Kueue?" is trusted, and how often a pool
@@ -103,12 +104,16 @@ def converge_capacity(
     pool: TenantPool,
     pools: list[dict[str, Any]],
     admitted: list[str],
+    now: dt.datetime,
 ) -> tuple[dict[str, Any], Cond]:
-    """Apply the pool's Kueue objects, or remove them; returns the pool's
-    ``status.capacity`` and its ElasticCapacity condition."""
+    """Apply the pool's Kueue objects as they are at ``now``, or remove them; returns the
+    pool's ``status.capacity`` and its ElasticCapacity condition."""
     capacity = pool.spec.capacity
     served = probe.served(kube)
-    desired = elastic_objects(pool, cohort_of(pool, pools), admitted) if capacity and served else []
+    desired: list[dict[str, Any]] = []
+    if capacity is not None and served:
+        nominal = nominal_at(capacity, now)
+        desired = elastic_objects(pool, cohort_of(pool, pools), admitted, nominal)
     if served:
         for obj in desired:
             kube.apply(obj)
@@ -125,7 +130,7 @@ def converge_capacity(
             "The pool sets no spec.capacity: its per-namespace quotas alone apply.",
         )
     if not served:
-        return {"mode": "HardQuota", "nominalGpus": capacity.gpus}, Cond(
+        return {"mode": "HardQuota", "nominalGpus": nominal_at(capacity, now).gpus}, Cond(
             "ElasticCapacity",
             "False",
             "KueueNotInstalled",
@@ -134,7 +139,7 @@ def converge_capacity(
         )
     queues = kube.list(KUEUE_API_VERSION, "ClusterQueue", labels=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
     figures = capacity_figures(pool.metadata.name, queues)
-    status = {"mode": "Kueue", "nominalGpus": capacity.gpus, **figures}
+    status = {"mode": "Kueue", "nominalGpus": nominal.gpus, "window": nominal.window, **figures}
     own = next((q for q in queues if q["metadata"]["name"] == queue_name(pool.metadata.name)), None)
     active = next(
         (
@@ -152,10 +157,11 @@ def converge_capacity(
             f"ClusterQueue {queue_name(pool.metadata.name)}: {active.get('message', '')}",
         )
     where = f"in cohort {capacity.cohort!r}" if capacity.cohort else "in no cohort"
+    during = f" (window {nominal.window!r})" if nominal.window else ""
     return status, Cond(
         "ElasticCapacity",
         "True" if active is not None else "Unknown",
         "Active" if active is not None else "Pending",
-        f"{capacity.gpus} nominal GPU(s) {where}, governed by Kueue ClusterQueue "
+        f"{nominal.gpus} nominal GPU(s){during} {where}, governed by Kueue ClusterQueue "
         f"{queue_name(pool.metadata.name)}.",
     )

@@ -33,7 +33,6 @@ from shoal.render.gateway_config import (
 )
 from shoal.render.gateway_plan import gateway_config, route, unique_routes
 from shoal.render.haproxy import GatewayConfigError, haproxy_config
-from shoal.render.schedule import next_window_change
 from shoal.state import Operator
 
 GATEWAY_KINDS = {
@@ -165,13 +164,6 @@ def converge_gateway(
             if obj["kind"] == "Deployment":
                 deployment = live
         wanted = {key_of(o["kind"], o) for o in objects}
-        op.set_wakeup(
-            "TenantPool",
-            name,
-            next_window_change(pool.spec.gateway.windows, dt.datetime.now(dt.UTC)),
-        )
-    else:
-        op.set_wakeup("TenantPool", name, None)
     for live in op.cache.in_pool(name, GATEWAY_KINDS):
         meta = live["metadata"]
         is_gateway = (meta.get("labels") or {}).get(GATEWAY_LABEL) == name

@@ -38,6 +38,7 @@ from shoal.reconcile.replica_state import (
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.batching import effective_batching
 from shoal.render.desired import batched_model_objects
+from shoal.render.elastic import gpu_ceiling, next_capacity_change
 from shoal.render.gateway import gateway_host
 from shoal.render.names import GRPC_PORT, HTTP_PORT
 from shoal.render.schedule import Floor, floor_at, next_change, raised
@@ -61,7 +62,8 @@ class Outcome:
     stalled: bool = False
     deployment: dict[str, Any] | None = None
     floor: Floor | None = None
-    next_change: dt.datetime | None = None  # when a scheduled window opens or closes
+    # When a scheduled window (or the pool's capacity window) opens or closes.
+    next_change: dt.datetime | None = None
     # Replicas per state (shoal.reconcile.replica_state), while not all serve.
     replica_states: dict[str, int] | None = None
     # The model's effective maxBatchSize, for its batch fill.
@@ -243,8 +245,12 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
     try:
         batching = effective_batching(model, policy.spec if policy else None)
         queue = model_queue(pool, lambda: op.kueue.served(op.kube))
+        ceiling = gpu_ceiling(pool, now) if queue is not None else None
+        if ceiling is not None:  # the pool's capacity windows move it
+            moments = (upcoming, next_capacity_change(pool.spec.capacity, now))
+            upcoming = min((m for m in moments if m is not None), default=None)
         desired = batched_model_objects(
-            model, batching, pool, floor.min_replicas, op.settings.serving_images, queue
+            model, batching, pool, floor.min_replicas, op.settings.serving_images, queue, ceiling
         )
     except ValueError as exc:
         return stalled("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")

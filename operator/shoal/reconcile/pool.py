@@ -9,6 +9,7 @@ reachable on every port.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,6 +26,8 @@ from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
 from shoal.render.desired import pool_objects
+from shoal.render.elastic import next_capacity_change
+from shoal.render.schedule import next_window_change
 from shoal.render.tenancy import tenant_objects, withdrawn_namespace_objects, withdrawn_namespaces
 from shoal.state import Operator
 
@@ -159,9 +162,11 @@ def reconcile_pool(op: Operator, name: str) -> None:
                 op.request_pool(other)
     if body is None:
         op.pool_gauges.forget(name)
+        op.set_wakeup("TenantPool", name, None)
         return
     if body["metadata"].get("deletionTimestamp"):
         op.pool_gauges.forget(name)
+        op.set_wakeup("TenantPool", name, None)
         if models:
             _report_blocked(op, body, models)
         else:
@@ -177,6 +182,8 @@ def reconcile_pool(op: Operator, name: str) -> None:
         )
         return
     admitted = [ns for ns in admitted_namespaces(pool, op.cache.all("Namespace")) if op.watches(ns)]
+    now = dt.datetime.now(dt.UTC)
+    op.set_wakeup("TenantPool", name, next_pool_change(pool, now))
     gateway: dict[str, Any] | None = None
     gateway_problem: GatewayUnavailableError | None = None
     capacity: dict[str, Any] | None = None
@@ -184,7 +191,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
     try:
         _converge(op, pool, admitted)
         capacity, elastic = converge_capacity(
-            op.kube, op.kueue, pool, op.cache.all("TenantPool"), admitted
+            op.kube, op.kueue, pool, op.cache.all("TenantPool"), admitted, now
         )
         try:
             gateway = converge_gateway(op, pool, admitted, models)
@@ -220,6 +227,16 @@ def reconcile_pool(op: Operator, name: str) -> None:
     news = access.status == "False" and before.get("message") != access.message
     if write_status(op.kube, op.cache, body, status) and news:
         op.kube.event(body, "Warning", access.reason, access.message)
+
+
+def next_pool_change(pool: TenantPool, now: dt.datetime) -> dt.datetime | None:
+    """When one of the pool's windows next opens or closes: its gateway's limits or its
+    nominal GPUs change then, and the pool needs a pass (pure)."""
+    moments = [
+        next_window_change(pool.spec.gateway.windows, now) if pool.spec.gateway.enabled else None,
+        next_capacity_change(pool.spec.capacity, now),
+    ]
+    return min((m for m in moments if m is not None), default=None)
 
 
 def gateway_condition(

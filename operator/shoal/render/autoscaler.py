@@ -83,8 +83,12 @@ def horizontal_autoscaler(
     batching: BatchPolicySpec,
     pool: TenantPoolSpec,
     min_replicas: int | None = None,
+    gpu_ceiling: int | None = None,
 ) -> dict[str, Any]:
-    """``min_replicas`` overrides the warm pool, e.g. inside a scheduled window."""
+    """``min_replicas`` overrides the warm pool, e.g. inside a scheduled window;
+    ``gpu_ceiling`` bounds both ends by the GPUs the pool can admit the model to now
+    (an elastic pool's nominal GPUs, which a capacity window may lower): the HPA then
+    scales the replicas above it down, gracefully, rather than Kueue holding them."""
     scaling = model.spec.scaling
     name = model.metadata.name
     metrics: list[dict[str, Any]] = [
@@ -148,6 +152,10 @@ def horizontal_autoscaler(
         )
     floor = min_replicas or scaling.min_replicas
     ceiling = max_replicas(model, pool)
+    gpus = model.spec.runtime.gpus
+    if gpu_ceiling is not None and gpus:
+        # An HPA keeps at least one replica: at 0 GPUs it waits for quota.
+        ceiling = min(ceiling, max(gpu_ceiling // gpus, 1))
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",

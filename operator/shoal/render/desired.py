@@ -39,11 +39,13 @@ def batched_model_objects(
     min_replicas: int | None = None,
     images: ServingImages = DEFAULT_IMAGES,
     queue: str | None = None,
+    gpu_ceiling: int | None = None,
 ) -> list[dict[str, Any]]:
-    """``model_objects`` for a model whose effective batching is already known."""
+    """``model_objects`` for a model whose effective batching is already known.
+    ``gpu_ceiling``: the GPUs its pool can admit it to now (shoal.render.elastic)."""
     return [
         *serving_stack(model, batching, pool.spec, images, queue),
-        horizontal_autoscaler(model, batching, pool.spec, min_replicas),
+        horizontal_autoscaler(model, batching, pool.spec, min_replicas, gpu_ceiling),
     ]
 
 

@@ -8,6 +8,9 @@ cohort with none: a replica that does not fit the pool's own GPUs borrows a lend
 and Kueue places it on the lender's nodes by that flavor. The model's pod template
 therefore carries no pool placement in this mode: the admitted flavor supplies it.
 
+A pool's nominal GPUs may change by time window (``capacity.windows``): the ClusterQueue
+is rendered for a moment, and the pool is looked at again when a window opens or closes.
+
 CPU and memory are covered only because Kueue admits nothing that requests a resource
 its ClusterQueue does not cover; GPUs are what a pool governs, so their quotas are set
 beyond any cluster (the node's allocatable still bounds them).
@@ -15,12 +18,15 @@ beyond any cluster (the node's allocatable still bounds them).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from shoal.api.constants import KUEUE_API_VERSION, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL
-from shoal.api.tenantpool import TenantPool
+from shoal.api.tenantpool import Capacity, TenantPool
 from shoal.render.names import owner_references
+from shoal.render.schedule import is_open, next_window_change
 from shoal.render.tenancy import NAME_LABEL, named_namespaces
 from shoal.render.workload import GPU
 
@@ -34,6 +40,40 @@ NO_NAMESPACE = {"matchExpressions": [{"key": NAME_LABEL, "operator": "DoesNotExi
 def queue_name(pool_name: str) -> str:
     """The name of a pool's ClusterQueue, ResourceFlavor and LocalQueues."""
     return f"shoal-{pool_name}"
+
+
+@dataclass(frozen=True)
+class Nominal:
+    """A pool's nominal GPUs at a moment, and the capacity window that set them."""
+
+    gpus: int
+    window: str | None = None
+
+
+def nominal_at(capacity: Capacity, now: dt.datetime) -> Nominal:
+    """The first open window's GPUs, else the pool's own (pure)."""
+    for window in capacity.windows:
+        if is_open(window, now):
+            return Nominal(window.gpus, window.name)
+    return Nominal(capacity.gpus)
+
+
+def next_capacity_change(capacity: Capacity | None, now: dt.datetime) -> dt.datetime | None:
+    """When a capacity window next opens or closes (None: the pool has none)."""
+    return next_window_change(capacity.windows, now) if capacity is not None else None
+
+
+def gpu_ceiling(pool: TenantPool, now: dt.datetime) -> int | None:
+    """The GPUs one of the pool's models can ever be admitted to, where Kueue governs
+    the pool: its nominal GPUs now, if it borrows from no cohort (None: no ceiling, the
+    pool may borrow or its quotas are hard). A model's HPA stops there, so that when a
+    window lowers the quota the replicas above it are scaled down (their termination
+    grace period and Triton's drain) instead of staying admitted above the quota, which
+    Kueue would allow."""
+    capacity = pool.spec.capacity
+    if capacity is None or capacity.cohort is not None:
+        return None
+    return nominal_at(capacity, now).gpus
 
 
 def _metadata(pool: TenantPool, namespace: str | None = None) -> dict[str, Any]:
@@ -84,18 +124,20 @@ def _flavor_quotas(
 
 
 def cluster_queue(
-    pool: TenantPool, cohort: Sequence[TenantPool], admitted: Sequence[str]
+    pool: TenantPool, cohort: Sequence[TenantPool], admitted: Sequence[str], nominal: Nominal
 ) -> dict[str, Any]:
     """The pool's ClusterQueue. ``cohort``: every pool with elastic capacity that names
     the same cohort (``pool`` itself may be among them); ``admitted``: the tenant
-    namespaces whose LocalQueues may use it."""
+    namespaces whose LocalQueues may use it; ``nominal``: its GPUs now."""
     capacity = pool.spec.capacity
     assert capacity is not None
     name = pool.metadata.name
+    # Kueue refuses a lending limit above the nominal quota: a window lends what it has.
+    lending = capacity.lending_limit
+    if lending is not None:
+        lending = min(lending, nominal.gpus)
     flavors = [
-        _flavor_quotas(
-            queue_name(name), capacity.gpus, capacity.borrowing_limit, capacity.lending_limit, True
-        )
+        _flavor_quotas(queue_name(name), nominal.gpus, capacity.borrowing_limit, lending, True)
     ]
     if capacity.cohort is not None:
         lenders = sorted(p.metadata.name for p in cohort if p.metadata.name != name)
@@ -137,12 +179,12 @@ def local_queue(pool: TenantPool, namespace: str) -> dict[str, Any]:
 
 
 def elastic_objects(
-    pool: TenantPool, cohort: Sequence[TenantPool], admitted: Sequence[str]
+    pool: TenantPool, cohort: Sequence[TenantPool], admitted: Sequence[str], nominal: Nominal
 ) -> list[dict[str, Any]]:
     """Everything Kueue needs for the pool, flavor first (a ClusterQueue names it)."""
     return [
         resource_flavor(pool),
-        cluster_queue(pool, cohort, admitted),
+        cluster_queue(pool, cohort, admitted, nominal),
         *(local_queue(pool, namespace) for namespace in sorted(admitted)),
     ]
 
