@@ -165,11 +165,13 @@ class Tombstone:
     resource_version: str | None
 
     def buries(self, body: dict[str, Any]) -> bool:
-        """Whether ``body`` is a copy of the deleted object: the same incarnation (uid),
-        or, without one, a version from before the deletion."""
+        """Whether ``body`` is a copy of the deleted object from before its deletion: the
+        same incarnation (uid) at a version not after the DELETED event's. A later
+        version of the same object is not buried: a filtered watch also says DELETED
+        when a label leaves its selector, and the object may come back into it."""
         meta = body.get("metadata") or {}
-        if self.uid and meta.get("uid"):
-            return bool(meta["uid"] == self.uid)
+        if self.uid and meta.get("uid") and meta["uid"] != self.uid:
+            return False  # another object of the same name
         return not _newer(meta.get("resourceVersion"), self.resource_version, strictly=True)
 
 

@@ -205,6 +205,7 @@ async def _resync_forever(op: Operator) -> None:
         await asyncio.sleep(delay)
         try:
             await loop.run_in_executor(None, resync_all, op)
+            op.forget_due_wakeups()
         except ApiError as exc:  # transient: the next round lists again
             logging.getLogger(__name__).warning(
                 "periodic resync failed: API error %s %s", exc.status, exc.reason

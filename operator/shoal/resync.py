@@ -2,7 +2,8 @@
 
 Every ``resync_seconds`` every custom resource the operator serves is listed (metadata
 only, in the watched namespaces alone), whatever the cache missed is repaired (an object
-whose event never came is read; one whose deletion never came is dropped), and every
+whose event never came is read; one whose deletion never came is dropped, once a read
+confirms it is gone), and every
 object gets a pass. Models also read fresh figures from Prometheus on that pass.
 """
 
@@ -51,7 +52,13 @@ def _repair(op: Operator, kind: str, items: list[dict[str, Any]]) -> None:
         namespace = meta.get("namespace") or ""
         served = not NAMESPACED[kind] or op.watches(namespace)
         if (namespace, meta["name"]) not in present and served:
-            op.cache.drop(kind, cached)
+            # The listing may predate a create the watch has already delivered: the
+            # object is dropped (and buried) only once the API server says it is gone.
+            body = op.kube.get(API_VERSION, kind, meta["name"], namespace or None)
+            if body is None:
+                op.cache.drop(kind, cached)
+            else:
+                op.cache.put(kind, body)
 
 
 def resync_all(op: Operator) -> None:

@@ -145,6 +145,15 @@ class Operator:
             else:
                 self._wakeups[key] = when
 
+    def forget_due_wakeups(self) -> None:
+        """Drop the wakeups that are due: a resync has just requested a pass over every
+        object, and each pass sets its next one. Kept, a due wakeup would make the
+        resync loop run again every second until that object's pass had run."""
+        now = dt.datetime.now(dt.UTC)
+        with self._guard:
+            for key in [k for k, when in self._wakeups.items() if when <= now]:
+                del self._wakeups[key]
+
     def seconds_to_next_wakeup(self) -> float | None:
         with self._guard:
             soonest = min(self._wakeups.values(), default=None)

@@ -227,3 +227,16 @@ def test_tombstones_are_bounded() -> None:
     assert not cache.buried("InferenceModel", body)  # the oldest was forgotten
     last = {"metadata": {"name": f"m{TOMBSTONES + 4}", "namespace": "ns", "uid": "u"}}
     assert cache.buried("InferenceModel", last)
+
+
+def test_a_child_back_in_the_watchs_selector_is_kept() -> None:
+    """A filtered watch says DELETED when a label leaves its selector; Shoal's apply puts
+    it back, and that later version of the same object is not buried."""
+    cache = Cache()
+    child = {**hpa(rv="5"), "metadata": {**hpa(rv="5")["metadata"], "uid": "c1"}}
+    unlabelled = {**child, "metadata": {**child["metadata"], "resourceVersion": "6"}}
+    cache.drop("HorizontalPodAutoscaler", unlabelled)
+    assert not cache.put("HorizontalPodAutoscaler", child)  # from before: buried
+    relabelled = {**child, "metadata": {**child["metadata"], "resourceVersion": "7"}}
+    assert cache.put("HorizontalPodAutoscaler", relabelled)
+    assert cache.get("HorizontalPodAutoscaler", "m", "ns") is not None

@@ -130,7 +130,8 @@ def converge_capacity(
             "The pool sets no spec.capacity: its per-namespace quotas alone apply.",
         )
     if not served:
-        return {"mode": "HardQuota", "nominalGpus": nominal_at(capacity, now).gpus}, Cond(
+        # No window applies either: the per-namespace quotas do not change by time.
+        return {"mode": "HardQuota", "nominalGpus": capacity.gpus}, Cond(
             "ElasticCapacity",
             "False",
             "KueueNotInstalled",

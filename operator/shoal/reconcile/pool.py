@@ -176,6 +176,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
     try:
         pool = parse_object(TenantPool, body)
     except ValidationError as exc:  # only an object stored under an older schema
+        op.set_wakeup("TenantPool", name, None)
         ready = Cond("Ready", "False", "InvalidSpec", str(exc))
         write_status(
             op.kube, op.cache, body, assemble(body, [ready, *kstatus(ready, stalled=True)])
