@@ -367,6 +367,18 @@ def elastic_block() -> str:
             f"within one pass (≤ {WINDOW_PASS_SECONDS:g} s): {_verdict(on_time)}; drained, "
             f"not killed: {_verdict(drained)} |"
         )
+    cohort = data.get("window_in_cohort")
+    if cohort is not None:
+        drained = cohort["replicas_preempted"] == 0 and cohort["fewest_ready_replicas"] >= 3
+        lines.append(
+            f"| the same window in a cohort, beside an idle 4-GPU lender | "
+            f"{cohort['replicas_moved']} replicas evicted (their disruption budget lets one "
+            f"go at a time), their replacements running on the lender's GPUs "
+            f"{cohort['seconds_from_start_to_drained_onto_lender']:g} s after the start; "
+            f"fewest ready seen while polling: {cohort['fewest_ready_replicas']} of 4; "
+            f"preempted: {cohort['replicas_preempted']} | drained, not killed: "
+            f"{_verdict(drained)} |"
+        )
     body = "\n".join(lines)
     return f"{ELASTIC_BEGIN}\n{body}\n{ELASTIC_END}"
 

@@ -14,7 +14,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -413,6 +413,21 @@ def next_whole_minute(at_least: float) -> dt.datetime:
     return minute if minute >= soonest else minute + dt.timedelta(minutes=1)
 
 
+def add_window(shoal: Shoal, pool: str, capacity: dict[str, Any], duration: str) -> dt.datetime:
+    """Give ``pool`` (with ``capacity`` so far) a window of 2 GPUs opening at the next
+    whole minute at least 20 s away; returns when it opens."""
+    opens = next_whole_minute(at_least=20)
+    window = {
+        "name": "night",
+        "start": f"{opens.minute} {opens.hour} * * *",
+        "duration": duration,
+        "gpus": 2,
+    }
+    shoal.patch("TenantPool", pool, {"spec": {"capacity": {**capacity, "windows": [window]}}})
+    assert seconds_since(opens) < 0, "the window opened before it was set: no boundary"
+    return opens
+
+
 def seconds_since(moment: dt.datetime) -> float:
     return (dt.datetime.now(dt.UTC) - moment).total_seconds()
 
@@ -440,14 +455,7 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
     shoal = Shoal(api)
     autoscaling = client.AutoscalingV2Api(api)
     name = f"window-{uuid.uuid4().hex[:6]}"
-    opens = next_whole_minute(at_least=45)
-    window = {
-        "name": "night",
-        "start": f"{opens.minute} {opens.hour} * * *",
-        "duration": "1m",
-        "gpus": 2,
-    }
-    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4, "windows": [window]}))
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4}))
     try:
         wait_mode(shoal, name, "Kueue")
         shoal.create(model("nightly", name, 4), namespace)
@@ -457,7 +465,7 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
             lambda n: n == 4,
             timeout=120,
         )
-        assert seconds_since(opens) < 0, "the window opened before the model ran: no boundary"
+        opens = add_window(shoal, name, {"gpus": 4}, duration="1m")
         assert own_gpu_quota(api, f"shoal-{name}") == "4"
         hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler("nightly", namespace)
         assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (4, 4)  # the pool's 4 GPUs
@@ -538,3 +546,188 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
     finally:
         shoal.delete("InferenceModel", "nightly", namespace)
         shoal.delete("TenantPool", name)
+
+
+def own_queue(api: client.ApiClient, pool: str) -> dict[str, Any]:
+    found = [q for q in kueue_objects(api, "clusterqueues") if q["metadata"]["name"] == pool]
+    return found[0] if found else {}
+
+
+def own_flavor_gpu(queue: dict[str, Any]) -> dict[str, Any]:
+    flavor = queue["spec"]["resourceGroups"][0]["flavors"][0]
+    return dict(next(r for r in flavor["resources"] if r["name"] == "nvidia.com/gpu"))
+
+
+def test_each_capacity_field_unset_leaves_the_queue_and_a_withdrawn_namespace_its_queue(
+    kueue: None,
+    api: client.ApiClient,
+    operator: OperatorProcess,
+    namespace: str,
+    second_namespace: str,
+) -> None:
+    """Every field of spec.capacity, set on real Kueue and then unset one by one: the
+    ClusterQueue drops what the field put there (after Kueue's webhooks defaulted it),
+    the status follows, a namespace the pool stops admitting loses its LocalQueue, and
+    then passes over the pool rewrite nothing."""
+    shoal = Shoal(api)
+    name = f"unset-{uuid.uuid4().hex[:6]}"
+    queue = f"shoal-{name}"
+    # Opens every minute and stays open an hour: open now, whatever the time.
+    always = {"name": "always", "start": "* * * * *", "duration": "1h", "gpus": 3}
+    capacity = {
+        "gpus": 4,
+        "cohort": f"c-{name}",
+        "weight": 3,
+        "borrowingLimit": 2,
+        "lendingLimit": 1,
+        "windows": [always],
+    }
+    body = elastic_pool(name, namespace, SHARED, capacity)
+    body["spec"]["tenants"]["namespaces"] = [namespace, second_namespace]
+    shoal.create(body)
+    try:
+        wait_mode(shoal, name, "Kueue")
+        set_queue = wait_for(
+            "the ClusterQueue with every field set",
+            lambda: own_queue(api, queue),
+            lambda q: bool(q) and own_flavor_gpu(q).get("nominalQuota") == "3",
+            timeout=60,
+        )
+        assert own_flavor_gpu(set_queue) == {
+            "name": "nvidia.com/gpu",
+            "nominalQuota": "3",
+            "borrowingLimit": "2",
+            "lendingLimit": "1",
+        }
+        assert set_queue["spec"]["cohortName"] == f"c-{name}"
+        assert set_queue["spec"]["fairSharing"]["weight"] == "3"
+        assert pool_capacity(shoal, name)["window"] == "always"
+        assert len(kueue_objects(api, "localqueues", second_namespace)) == 1
+
+        def unset(field: str, holds: Callable[[dict[str, Any]], bool]) -> None:
+            shoal.patch("TenantPool", name, {"spec": {"capacity": {field: None}}})
+            wait_for(
+                f"the ClusterQueue without capacity.{field}",
+                lambda: own_queue(api, queue),
+                holds,
+                timeout=60,
+            )
+
+        unset("windows", lambda q: own_flavor_gpu(q)["nominalQuota"] == "4")
+        wait_for(
+            "the pool's status without a window",
+            lambda: pool_capacity(shoal, name),
+            lambda c: c.get("nominalGpus") == 4 and "window" not in c,
+            timeout=60,
+        )
+        unset("lendingLimit", lambda q: "lendingLimit" not in own_flavor_gpu(q))
+        unset("borrowingLimit", lambda q: "borrowingLimit" not in own_flavor_gpu(q))
+        unset("weight", lambda q: q["spec"].get("fairSharing", {}).get("weight") == "1")
+        unset("cohort", lambda q: "cohortName" not in q["spec"] and "fairSharing" not in q["spec"])
+
+        shoal.patch("TenantPool", name, {"spec": {"tenants": {"namespaces": [namespace]}}})
+        wait_for(
+            "the withdrawn namespace's LocalQueue to go",
+            lambda: kueue_objects(api, "localqueues", second_namespace),
+            lambda found: not found,
+            timeout=60,
+        )
+        assert len(kueue_objects(api, "localqueues", namespace)) == 1
+        before = operator_counters(operator.metrics_url)
+        after = wait_for_passes(operator.metrics_url, rounds=2, kinds=("TenantPool",))
+        rewritten = {
+            k: after[k] - before.get(k, 0)
+            for k in after
+            if k.startswith("shoal_api_writes_total{")
+            and any(kind in k for kind in ("ClusterQueue", "LocalQueue", "TenantPool"))
+            and after[k] != before.get(k, 0)
+        }
+        assert not rewritten, f"writes while nothing changed: {rewritten}"
+    finally:
+        shoal.delete("TenantPool", name)
+
+
+def test_in_a_cohort_a_lowered_window_drains_by_eviction_onto_a_lenders_gpus(
+    kueue: None,
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    second_namespace: str,
+    gpu_nodes: list[client.V1Node],
+) -> None:
+    """A 4-GPU pool in a cohort runs 4 replicas; a one-minute window gives it 2. Kueue
+    leaves the 4 admitted, so Shoal evicts the 2 above the quota, one at a time as the
+    model's PodDisruptionBudget allows: their replacements are admitted on the idle
+    lender's GPUs. Nothing is preempted, and the model never has fewer than 3 ready."""
+    shoal = Shoal(api)
+    cohort = f"d-{uuid.uuid4().hex[:6]}"
+    lender, name = f"idle-{cohort}", f"night-{cohort}"
+    shoal.create(
+        elastic_pool(
+            lender, second_namespace, DEDICATED, {"gpus": 4, "cohort": cohort}, "Dedicated"
+        )
+    )
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4, "cohort": cohort}))
+    try:
+        wait_mode(shoal, lender, "Kueue")
+        wait_mode(shoal, name, "Kueue")
+        shoal.create(model("nightly", name, 4), namespace)
+        wait_for(
+            "the model's 4 replicas running on its own GPUs",
+            lambda: sorted(node_group(core, p) for p in running(core, namespace, "nightly")),
+            lambda groups: groups == ["shared-gpu"] * 4,
+            timeout=120,
+        )
+        # Open long enough for the drain; nothing here needs it to close.
+        opens = add_window(shoal, name, {"gpus": 4, "cohort": cohort}, duration="10m")
+        time.sleep(max(0.0, -seconds_since(opens)))
+        fewest_ready = 4
+        apps = client.AppsV1Api(api)
+
+        def placed() -> list[str]:
+            nonlocal fewest_ready
+            ready = apps.read_namespaced_deployment("nightly", namespace).status.ready_replicas
+            fewest_ready = min(fewest_ready, ready or 0)
+            return sorted(node_group(core, p) for p in running(core, namespace, "nightly"))
+
+        wait_for(
+            "2 replicas moved onto the lender's GPUs",
+            placed,
+            lambda groups: groups == ["dedicated-gpu"] * 2 + ["shared-gpu"] * 2,
+            timeout=120,
+        )
+        moved_s = seconds_since(opens)
+        figures = wait_for(
+            "the pool's status to show the drain done and the loan",
+            lambda: pool_capacity(shoal, name),
+            lambda c: c.get("drainingGpus") == 0 and c.get("borrowedGpus") == 2,
+            timeout=60,
+        )
+        reasons = [e.reason or "" for e in core.list_namespaced_event(namespace).items]
+        preempted = [r for r in reasons if "Preempt" in r]
+        pool_events = core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={name}"
+        ).items
+        record(
+            {
+                "window_in_cohort": {
+                    "seconds_from_start_to_drained_onto_lender": round(moved_s, 1),
+                    "replicas_moved": 2,
+                    "fewest_ready_replicas": fewest_ready,
+                    "replicas_preempted": len(preempted),
+                }
+            }
+        )
+        assert figures["nominalGpus"] == 2
+        assert not preempted, preempted
+        assert fewest_ready >= 3, f"{fewest_ready} ready at worst: the budget was not honoured"
+        assert any(e.reason == "DrainingAboveQuota" for e in pool_events), pool_events
+        hpa = client.AutoscalingV2Api(api).read_namespaced_horizontal_pod_autoscaler(
+            "nightly", namespace
+        )
+        assert hpa.spec.max_replicas == 16  # a pool that may borrow is not capped
+    finally:
+        shoal.delete("InferenceModel", "nightly", namespace)
+        shoal.delete("TenantPool", name)
+        shoal.delete("TenantPool", lender)

@@ -487,6 +487,13 @@ class CapacityStatus(SpecModel):
     waiting_replicas: int | None = Field(
         default=None, ge=0, description="Replicas of the pool waiting for quota."
     )
+    draining_gpus: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs of the pool's own its replicas hold beyond its nominal quota "
+        "since a window lowered it: scaled down (no cohort), or evicted as far as the "
+        "cohort has idle GPUs for their replacements.",
+    )
 
 
 class TenantPoolStatus(SpecModel):

@@ -247,6 +247,27 @@ class Kube:
         self._count(f"{obj['kind']}/delete")
         return True
 
+    def evict(self, pod: dict[str, Any]) -> bool:
+        """Ask the Eviction API to remove ``pod``: its PodDisruptionBudget is honoured and
+        its termination grace period applies. False when a budget refuses it for now
+        (429) or it is already gone."""
+        meta = pod["metadata"]
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+        }
+        try:
+            self._call(
+                "POST", path_of({**pod, "apiVersion": "v1", "kind": "Pod"}) + "/eviction", body
+            )
+        except ApiException as exc:
+            if exc.status in (404, 429):
+                return False
+            raise
+        self._count("Pod/eviction")
+        return True
+
     def patch_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
         """Merge-patch the status subresource of a shoal.dev object; a key set to None is
         removed. Returns the object as the write left it (None: it is gone)."""

@@ -25,6 +25,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     (KUEUE_API_VERSION, "ResourceFlavor"): ("resourceflavors", False),
     (KUEUE_API_VERSION, "ClusterQueue"): ("clusterqueues", False),
     (KUEUE_API_VERSION, "LocalQueue"): ("localqueues", True),
+    (KUEUE_API_VERSION, "Workload"): ("workloads", True),
 }
 
 

@@ -5,6 +5,7 @@ ClusterQueues say about GPUs borrowed and lent."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from shoal.api.common import parse_object
 from shoal.api.constants import (
+    API_VERSION,
     KUEUE_API_VERSION,
     KUEUE_GROUP,
     KUEUE_VERSION,
@@ -25,13 +27,30 @@ from shoal.api.constants import (
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError, Kube
 from shoal.reconcile.conditions import Cond
-from shoal.render.elastic import capacity_figures, elastic_objects, nominal_at, queue_name
+from shoal.render.elastic import (
+    Nominal,
+    capacity_figures,
+    elastic_objects,
+    nominal_at,
+    queue_name,
+)
+from shoal.render.quota_drain import (
+    admitted_flavors,
+    own_flavor_excess,
+    pods_to_drain,
+    room_to_borrow,
+)
+
+log = logging.getLogger(__name__)
 
 KUEUE_KINDS = ("LocalQueue", "ClusterQueue", "ResourceFlavor")  # deletion order
 # How long an answer to "does the cluster serve Kueue?" is trusted, and how often a pool
 # with elastic capacity looks again (Kueue's objects are not watched; Kueue may come).
 PROBE_SECONDS = 10.0
 RECHECK_SECONDS = 30.0
+# How soon a pool holding GPUs beyond a lowered quota looks again: each eviction waits
+# for the PodDisruptionBudget, i.e. for the previous replica's replacement.
+DRAIN_SECONDS = 5.0
 
 
 @dataclass
@@ -58,6 +77,17 @@ class KueueProbe:
         with self._lock:
             self._answer = (served, self.clock())
         return served
+
+
+@dataclass(frozen=True)
+class CapacityOutcome:
+    """What a pool's capacity pass found: its ``status.capacity``, its ElasticCapacity
+    condition, and how many replicas it evicted above a lowered quota (while it does,
+    the pool looks again soon)."""
+
+    status: dict[str, Any]
+    condition: Cond
+    evicted: int = 0
 
 
 def model_queue(pool: TenantPool, kueue_served: Callable[[], bool]) -> str | None:
@@ -98,6 +128,49 @@ def _leftovers(kube: Kube, pool: str, keep: set[tuple[str, str, str]]) -> list[d
     return out
 
 
+def _drain(kube: Kube, pool: TenantPool, admitted: list[str], nominal: Nominal, room: int) -> int:
+    """Evict the replicas that hold the pool's own GPUs beyond a quota its window
+    lowered, as far as the cohort has room for their replacements
+    (shoal.render.quota_drain); returns how many went. A refusal or failure of one
+    eviction is reported, not raised: the rest of the pool's pass goes on."""
+    name = pool.metadata.name
+    selector = f"{MANAGED_BY_LABEL}={MANAGED_BY},{POOL_LABEL}={name}"
+    pods: list[dict[str, Any]] = []
+    workloads: list[dict[str, Any]] = []
+    for namespace in admitted:
+        pods += kube.list("v1", "Pod", namespace, labels=selector)
+        workloads += kube.list(KUEUE_API_VERSION, "Workload", namespace)
+    chosen = pods_to_drain(name, pods, admitted_flavors(workloads), nominal.gpus, room)
+    evicted, failed = [], []
+    for pod in chosen:
+        try:
+            if kube.evict(pod):
+                evicted.append(pod)
+        except ApiError as exc:
+            failed.append(f"{pod['metadata']['name']}: {exc.status} {exc.reason}")
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": "TenantPool",
+        "metadata": {"name": name, "uid": pool.metadata.uid},
+    }
+    where = f"window {nominal.window!r}" if nominal.window else "its capacity"
+    if evicted:
+        names = ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in evicted)
+        kube.event(
+            body,
+            "Normal",
+            "DrainingAboveQuota",
+            f"Evicted {len(evicted)} replica(s) holding GPUs beyond the {nominal.gpus} of "
+            f"{where}: {names}.",
+        )
+    if failed:
+        log.warning("draining pool %s: evictions failed: %s", name, "; ".join(failed))
+        kube.event(
+            body, "Warning", "DrainFailed", f"Evicting replicas failed: {'; '.join(failed)}."
+        )
+    return len(evicted)
+
+
 def converge_capacity(
     kube: Kube,
     probe: KueueProbe,
@@ -105,15 +178,16 @@ def converge_capacity(
     pools: list[dict[str, Any]],
     admitted: list[str],
     now: dt.datetime,
-) -> tuple[dict[str, Any], Cond]:
-    """Apply the pool's Kueue objects as they are at ``now``, or remove them; returns the
-    pool's ``status.capacity`` and its ElasticCapacity condition."""
+) -> CapacityOutcome:
+    """Apply the pool's Kueue objects as they are at ``now``, or remove them, and drain
+    what a lowered window left above the quota."""
     capacity = pool.spec.capacity
     served = probe.served(kube)
     desired: list[dict[str, Any]] = []
+    cohort = cohort_of(pool, pools)
     if capacity is not None and served:
         nominal = nominal_at(capacity, now)
-        desired = elastic_objects(pool, cohort_of(pool, pools), admitted, nominal)
+        desired = elastic_objects(pool, cohort, admitted, nominal)
     if served:
         for obj in desired:
             kube.apply(obj)
@@ -123,24 +197,47 @@ def converge_capacity(
         for leftover in _leftovers(kube, pool.metadata.name, keep):
             kube.delete(leftover)
     if capacity is None:
-        return {"mode": "HardQuota"}, Cond(
-            "ElasticCapacity",
-            "False",
-            "NotConfigured",
-            "The pool sets no spec.capacity: its per-namespace quotas alone apply.",
+        return CapacityOutcome(
+            {"mode": "HardQuota"},
+            Cond(
+                "ElasticCapacity",
+                "False",
+                "NotConfigured",
+                "The pool sets no spec.capacity: its per-namespace quotas alone apply.",
+            ),
         )
     if not served:
         # No window applies either: the per-namespace quotas do not change by time.
-        return {"mode": "HardQuota", "nominalGpus": capacity.gpus}, Cond(
-            "ElasticCapacity",
-            "False",
-            "KueueNotInstalled",
-            f"spec.capacity needs Kueue ({KUEUE_API_VERSION}), which the cluster does not "
-            "serve: the pool's per-namespace quotas alone apply until it is installed.",
+        return CapacityOutcome(
+            {"mode": "HardQuota", "nominalGpus": capacity.gpus},
+            Cond(
+                "ElasticCapacity",
+                "False",
+                "KueueNotInstalled",
+                f"spec.capacity needs Kueue ({KUEUE_API_VERSION}), which the cluster does "
+                "not serve: the pool's per-namespace quotas alone apply until it is installed.",
+            ),
         )
     queues = kube.list(KUEUE_API_VERSION, "ClusterQueue", labels=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
     figures = capacity_figures(pool.metadata.name, queues)
-    status = {"mode": "Kueue", "nominalGpus": nominal.gpus, "window": nominal.window, **figures}
+    excess = own_flavor_excess(pool.metadata.name, nominal.gpus, queues)
+    evicted = 0
+    if excess and capacity.cohort is not None:
+        lenders = {
+            p.metadata.name: (p, nominal_at(p.spec.capacity, now))
+            for p in cohort
+            if p.spec.capacity is not None
+        }
+        room = room_to_borrow(pool, lenders, queues)
+        if room:
+            evicted = _drain(kube, pool, admitted, nominal, room)
+    status = {
+        "mode": "Kueue",
+        "nominalGpus": nominal.gpus,
+        "window": nominal.window,
+        **figures,
+        "drainingGpus": excess,
+    }
     own = next((q for q in queues if q["metadata"]["name"] == queue_name(pool.metadata.name)), None)
     active = next(
         (
@@ -151,18 +248,20 @@ def converge_capacity(
         None,
     )
     if active is not None and active.get("status") == "False":
-        return status, Cond(
+        inactive = Cond(
             "ElasticCapacity",
             "False",
             str(active.get("reason") or "ClusterQueueInactive"),
             f"ClusterQueue {queue_name(pool.metadata.name)}: {active.get('message', '')}",
         )
+        return CapacityOutcome(status, inactive, evicted)
     where = f"in cohort {capacity.cohort!r}" if capacity.cohort else "in no cohort"
     during = f" (window {nominal.window!r})" if nominal.window else ""
-    return status, Cond(
+    elastic = Cond(
         "ElasticCapacity",
         "True" if active is not None else "Unknown",
         "Active" if active is not None else "Pending",
         f"{nominal.gpus} nominal GPU(s){during} {where}, governed by Kueue ClusterQueue "
         f"{queue_name(pool.metadata.name)}.",
     )
+    return CapacityOutcome(status, elastic, evicted)

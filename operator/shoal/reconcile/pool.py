@@ -21,7 +21,7 @@ from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
 from shoal.reconcile.conditions import Cond, condition
-from shoal.reconcile.elastic import RECHECK_SECONDS, converge_capacity
+from shoal.reconcile.elastic import DRAIN_SECONDS, RECHECK_SECONDS, converge_capacity
 from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
@@ -188,12 +188,14 @@ def reconcile_pool(op: Operator, name: str) -> None:
     gateway: dict[str, Any] | None = None
     gateway_problem: GatewayUnavailableError | None = None
     capacity: dict[str, Any] | None = None
+    evicted = 0
     elastic = Cond("ElasticCapacity", "Unknown", "NotApplied", "Not applied yet.")
     try:
         _converge(op, pool, admitted)
-        capacity, elastic = converge_capacity(
+        found = converge_capacity(
             op.kube, op.kueue, pool, op.cache.all("TenantPool"), admitted, now
         )
+        capacity, elastic, evicted = found.status, found.condition, found.evicted
         try:
             gateway = converge_gateway(op, pool, admitted, models)
         except GatewayUnavailableError as exc:
@@ -222,7 +224,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
         capacity=capacity,
         **pool_usage(models),
     )
-    _follow_capacity(op, pool, body, capacity, models)
+    _follow_capacity(op, pool, body, capacity, models, draining=evicted > 0)
     op.pool_gauges.publish(name, str(pool.spec.isolation), capacity)
     before = condition(body.get("status"), access.type) or {}
     news = access.status == "False" and before.get("message") != access.message
@@ -283,11 +285,14 @@ def _follow_capacity(
     body: dict[str, Any],
     capacity: dict[str, Any] | None,
     models: list[dict[str, Any]],
+    *,
+    draining: bool = False,
 ) -> None:
     """When the pool's mode changes (Kueue installed or gone, capacity set or unset),
     its models' pods name the queue or stop naming it: they need a pass. A pool with
     elastic capacity looks again later: Kueue's ClusterQueues, whose figures its status
-    quotes, are not watched, and Kueue may be installed meanwhile."""
+    quotes, are not watched, and Kueue may be installed meanwhile; sooner while it
+    drains replicas above a lowered quota (``draining``: it evicted some this pass)."""
     before = ((body.get("status") or {}).get("capacity") or {}).get("mode")
     mode = (capacity or {}).get("mode")
     if mode is not None and before is not None and mode != before:
@@ -295,4 +300,4 @@ def _follow_capacity(
             meta = model["metadata"]
             op.request_model(meta["namespace"], meta["name"])
     if pool.spec.capacity is not None:
-        op.request_pool(pool.metadata.name, RECHECK_SECONDS)
+        op.request_pool(pool.metadata.name, DRAIN_SECONDS if draining else RECHECK_SECONDS)

@@ -203,10 +203,10 @@ def capacity_figures(pool_name: str, queues: Sequence[dict[str, Any]]) -> dict[s
             for resource in flavor.get("resources") or []:
                 if resource.get("name") != GPU:
                     continue
-                total = _count(resource.get("total"))
+                total = count(resource.get("total"))
                 if mine:
                     in_use += total
-                    borrowed += _count(resource.get("borrowed"))
+                    borrowed += count(resource.get("borrowed"))
                 elif flavor.get("name") == own:
                     lent += total
     return {
@@ -217,6 +217,6 @@ def capacity_figures(pool_name: str, queues: Sequence[dict[str, Any]]) -> dict[s
     }
 
 
-def _count(quantity: object) -> int:
+def count(quantity: object) -> int:
     """A whole-GPU quantity as Kueue prints it ("3", or "0" when absent)."""
     return int(str(quantity or "0"))
