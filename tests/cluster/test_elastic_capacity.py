@@ -133,6 +133,21 @@ def wait_mode(shoal: Shoal, name: str, mode: str) -> dict[str, Any]:
     )
 
 
+def pool_writes_over_two_rounds(operator: OperatorProcess) -> dict[str, float]:
+    """The operator's writes to Kueue's objects and to pools while two more resync
+    rounds pass over every pool: none, once nothing changes."""
+    before = operator_counters(operator.metrics_url)
+    after = wait_for_passes(operator.metrics_url, rounds=2, kinds=("TenantPool",))
+    kinds = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "TenantPool")
+    return {
+        k: after[k] - before.get(k, 0)
+        for k in after
+        if k.startswith("shoal_api_writes_total{")
+        and any(kind in k for kind in kinds)
+        and after[k] != before.get(k, 0)
+    }
+
+
 def record(figures: dict[str, Any]) -> None:
     print(json.dumps(figures, indent=2))
     out = os.environ.get("SHOAL_RESULTS_DIR")
@@ -252,17 +267,7 @@ def test_a_pool_borrows_idle_gpus_and_the_lender_takes_them_back(
         assert gauges[pool_gauge(lender, "Dedicated", "nominal")] == 4
         # Nothing changes now: passes over the pools rewrite none of Kueue's objects
         # (whatever Kueue's webhooks default in them) and no pool's status.
-        before = operator_counters(operator.metrics_url)
-        after = wait_for_passes(operator.metrics_url, rounds=2, kinds=("TenantPool",))
-        rewritten = {
-            k: after[k] - before.get(k, 0)
-            for k in after
-            if k.startswith("shoal_api_writes_total{")
-            and any(
-                kind in k for kind in ("ResourceFlavor", "ClusterQueue", "LocalQueue", "TenantPool")
-            )
-            and after[k] != before.get(k, 0)
-        }
+        rewritten = pool_writes_over_two_rounds(operator)
         assert not rewritten, f"writes while nothing changed: {rewritten}"
 
         # Reclaim: the lender's load returns. Its nominal 4 GPUs come back by
@@ -633,15 +638,7 @@ def test_each_capacity_field_unset_leaves_the_queue_and_a_withdrawn_namespace_it
             timeout=60,
         )
         assert len(kueue_objects(api, "localqueues", namespace)) == 1
-        before = operator_counters(operator.metrics_url)
-        after = wait_for_passes(operator.metrics_url, rounds=2, kinds=("TenantPool",))
-        rewritten = {
-            k: after[k] - before.get(k, 0)
-            for k in after
-            if k.startswith("shoal_api_writes_total{")
-            and any(kind in k for kind in ("ClusterQueue", "LocalQueue", "TenantPool"))
-            and after[k] != before.get(k, 0)
-        }
+        rewritten = pool_writes_over_two_rounds(operator)
         assert not rewritten, f"writes while nothing changed: {rewritten}"
     finally:
         shoal.delete("TenantPool", name)
@@ -656,7 +653,7 @@ def test_in_a_cohort_a_lowered_window_drains_by_eviction_onto_a_lenders_gpus(
     second_namespace: str,
     gpu_nodes: list[client.V1Node],
 ) -> None:
-    """A 4-GPU pool in a cohort runs 4 replicas; a one-minute window gives it 2. Kueue
+    """A 4-GPU pool in a cohort runs 4 replicas; a window gives it 2. Kueue
     leaves the 4 admitted, so Shoal evicts the 2 above the quota, one at a time as the
     model's PodDisruptionBudget allows: their replacements are admitted on the idle
     lender's GPUs. Nothing is preempted, and the model never has fewer than 3 ready."""
