@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -143,6 +144,9 @@ def main() -> int:
     shoal = Path(sys.executable).parent / "shoal"
     operator = subprocess.Popen([str(shoal), "run"], env=env)
     say(f"operator started; in another shell: export KUBECONFIG={kubeconfig}")
+    # A supervisor's (or timeout's) SIGTERM stops the demo like Ctrl-C: the
+    # tritonserver and haproxy it started go with it instead of outliving it.
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     try:
         with ExitStack() as stack:
             if target.local:
