@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.api.constants import GROUP, POOL_LABEL
+from shoal.kube.pod import is_ready
 from shoal.reconcile.autoscaler_state import scaling_active
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
@@ -60,11 +61,7 @@ def key_of(kind: str, body: dict[str, Any]) -> Key:
 def _pod(body: dict[str, Any]) -> dict[str, Any]:
     """Of a pod, what a gateway's peers need: its address and whether it is ready."""
     status = body.get("status") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-    return {"podIP": status.get("podIP"), "phase": status.get("phase"), "ready": ready}
+    return {"podIP": status.get("podIP"), "phase": status.get("phase"), "ready": is_ready(body)}
 
 
 def _endpoints(body: dict[str, Any]) -> list[dict[str, Any]]:

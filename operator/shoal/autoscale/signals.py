@@ -16,6 +16,7 @@ from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_duration
 from shoal.api.inferencemodel import InferenceModel
 from shoal.autoscale.predict import BatchCounters, BatchSettings, RateHistory
+from shoal.kube.pod import ready_condition
 from shoal.render.batching import effective_batching
 
 ModelKey = tuple[str, str]  # (namespace, name)
@@ -104,11 +105,10 @@ def cold_start_seconds(pods: Iterable[dict[str, Any]]) -> float | None:
     took = []
     for pod in pods:
         created = _time((pod.get("metadata") or {}).get("creationTimestamp"))
-        for cond in (pod.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "Ready" and cond.get("status") == "True":
-                ready = _time(cond.get("lastTransitionTime"))
-                if created and ready and ready >= created:
-                    took.append((ready - created).total_seconds())
+        cond = ready_condition(pod)
+        ready = _time(cond.get("lastTransitionTime")) if cond else None
+        if created and ready and ready >= created:
+            took.append((ready - created).total_seconds())
     return statistics.median(took) if took else None
 
 

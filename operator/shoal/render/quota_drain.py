@@ -20,6 +20,7 @@ from typing import Any
 
 from shoal.api.constants import KUEUE_ADMISSION_GATE, MODEL_LABEL
 from shoal.api.tenantpool import TenantPool
+from shoal.kube.pod import is_ready
 from shoal.render.elastic import Nominal, count, queue_name
 from shoal.render.workload import GPU
 
@@ -82,13 +83,6 @@ def _gpus(pod: dict[str, Any]) -> int:
     )
 
 
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
-
-
 def admitted_flavors(workloads: Sequence[dict[str, Any]]) -> dict[str, str]:
     """Pod uid -> the flavor Kueue admitted its GPUs on, from the pods' Workloads."""
     out: dict[str, str] = {}
@@ -123,7 +117,7 @@ def pods_to_drain(
     ready_per_model = Counter(
         (p["metadata"].get("namespace"), (p["metadata"].get("labels") or {}).get(MODEL_LABEL))
         for p in pods
-        if _ready(p)
+        if is_ready(p)
     )
     held = []
     for pod in pods:
@@ -145,7 +139,7 @@ def pods_to_drain(
         return ready_per_model[model] < 2
 
     held.sort(key=lambda p: str(p["metadata"].get("creationTimestamp") or ""), reverse=True)
-    held.sort(key=lambda p: (_ready(p), alone(p)))  # stable: newest first within each
+    held.sort(key=lambda p: (is_ready(p), alone(p)))  # stable: newest first within each
     out = []
     for pod in held:
         gpus = _gpus(pod)
