@@ -14,7 +14,7 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError
 from shoal.reconcile.elastic import KueueProbe, cohort_of, model_queue
-from shoal.reconcile.pool import next_pool_change
+from shoal.reconcile.pool import next_pool_change, parsed_pools
 from shoal.reconcile.replica_state import WAITING_FOR_QUOTA, replica_state
 from shoal.render.batching import effective_batching
 from shoal.render.desired import batched_model_objects, model_objects
@@ -198,8 +198,17 @@ def test_a_cohort_is_the_live_pools_that_name_it() -> None:
         body("leaving", {"gpus": 4, "cohort": "gpu"}, deleting=True),
         body("broken", {"gpus": -1, "cohort": "gpu"}),
     ]
-    assert sorted(p.metadata.name for p in cohort_of(me, bodies)) == ["me", "peer"]
-    assert [p.metadata.name for p in cohort_of(pool("solo", {"gpus": 1}), bodies)] == ["solo"]
+    parsed = parsed_pools(bodies)
+    assert sorted(p.metadata.name for p, _ in parsed) == [
+        "elsewhere",
+        "fixed",
+        "leaving",
+        "me",
+        "peer",
+    ]
+    live = [p for p, deleting in parsed if not deleting]
+    assert sorted(p.metadata.name for p in cohort_of(me, live)) == ["me", "peer"]
+    assert [p.metadata.name for p in cohort_of(pool("solo", {"gpus": 1}), live)] == ["solo"]
 
 
 class Discovery:

@@ -8,13 +8,10 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
-from shoal.api.common import parse_object
 from shoal.api.constants import (
     API_VERSION,
     KUEUE_API_VERSION,
@@ -99,22 +96,17 @@ def model_queue(pool: TenantPool, kueue_served: Callable[[], bool]) -> str | Non
     return queue_name(pool.metadata.name)
 
 
-def cohort_of(pool: TenantPool, bodies: list[dict[str, Any]]) -> list[TenantPool]:
-    """The pools with elastic capacity in ``pool``'s cohort, ``pool`` included (pure)."""
+def cohort_of(pool: TenantPool, pools: Sequence[TenantPool]) -> list[TenantPool]:
+    """The pools with elastic capacity in ``pool``'s cohort, ``pool`` included (pure).
+    ``pools``: every valid pool that is not being deleted."""
     cohort = pool.spec.capacity.cohort if pool.spec.capacity else None
     if cohort is None:
         return [pool]
-    out = []
-    for body in bodies:
-        if body["metadata"].get("deletionTimestamp"):
-            continue
-        try:
-            other = parse_object(TenantPool, body)
-        except ValidationError:
-            continue  # reported on that pool
-        if other.spec.capacity is not None and other.spec.capacity.cohort == cohort:
-            out.append(other)
-    return out
+    return [
+        other
+        for other in pools
+        if other.spec.capacity is not None and other.spec.capacity.cohort == cohort
+    ]
 
 
 def _leftovers(kube: Kube, pool: str, keep: set[tuple[str, str, str]]) -> list[dict[str, Any]]:
@@ -175,7 +167,7 @@ def converge_capacity(
     kube: Kube,
     probe: KueueProbe,
     pool: TenantPool,
-    pools: list[dict[str, Any]],
+    pools: Sequence[TenantPool],
     admitted: list[str],
     now: dt.datetime,
 ) -> CapacityOutcome:

@@ -183,6 +183,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
         )
         return
     admitted = [ns for ns in admitted_namespaces(pool, op.cache.all("Namespace")) if op.watches(ns)]
+    pools = parsed_pools(op.cache.all("TenantPool"))
     now = dt.datetime.now(dt.UTC)
     op.set_wakeup("TenantPool", name, next_pool_change(pool, now))
     gateway: dict[str, Any] | None = None
@@ -192,9 +193,8 @@ def reconcile_pool(op: Operator, name: str) -> None:
     elastic = Cond("ElasticCapacity", "Unknown", "NotApplied", "Not applied yet.")
     try:
         _converge(op, pool, admitted)
-        found = converge_capacity(
-            op.kube, op.kueue, pool, op.cache.all("TenantPool"), admitted, now
-        )
+        live = [p for p, deleting in pools if not deleting]
+        found = converge_capacity(op.kube, op.kueue, pool, live, admitted, now)
         capacity, elastic, evicted = found.status, found.condition, found.evicted
         try:
             gateway = converge_gateway(op, pool, admitted, models)
@@ -214,7 +214,8 @@ def reconcile_pool(op: Operator, name: str) -> None:
             "Ready", "False", "ApplyFailed", f"{exc.status} {exc.reason}: {api_message(exc)}"
         )
         stuck = True
-    access = Cond(**access_condition(_access_problems(op, pool)))
+    problems = access_problems(pool, op.cache.all("Namespace"), [p for p, _ in pools])
+    access = Cond(**access_condition(problems))
     gateway_ready = gateway_condition(pool, gateway, gateway_problem)
     status = assemble(
         body,
@@ -258,16 +259,18 @@ def gateway_condition(
     return [Cond("GatewayReady", "False", "NoReplicasAvailable", "No gateway replica is ready.")]
 
 
-def _access_problems(op: Operator, pool: TenantPool) -> list[Any]:
-    """What is wrong with the pool's gateway and monitoring namespaces (a namespace
-    anyone could create and then reach the pool's models from)."""
-    pools = []
-    for body in op.cache.all("TenantPool"):
+def parsed_pools(bodies: list[dict[str, Any]]) -> list[tuple[TenantPool, bool]]:
+    """Every pool that parses, with whether it is being deleted (pure); one that does not
+    parse is reported on that pool's own pass. Parsed once per pass: the access check
+    needs them all, the cohort only the pools that stay."""
+    out = []
+    for body in bodies:
         try:
-            pools.append(parse_object(TenantPool, body))
+            parsed = parse_object(TenantPool, body)
         except ValidationError:
-            continue  # reported on that pool
-    return access_problems(pool, op.cache.all("Namespace"), pools)
+            continue
+        out.append((parsed, bool(body["metadata"].get("deletionTimestamp"))))
+    return out
 
 
 def _elastic_pools(op: Operator) -> list[str]:
