@@ -356,8 +356,10 @@ def elastic_block() -> str:
         high, low = window["nominal_gpus"]
         on_time = window["seconds_from_start_to_quota"] <= WINDOW_PASS_SECONDS
         drained = window["replicas_preempted_or_evicted"] == 0
+        models = window.get("models", 1)
+        running = f"{models} models with {high} replicas" if models > 1 else f"{high} replicas"
         lines.append(
-            f"| window: a {high}-GPU pool running {high} replicas opens a one-minute window "
+            f"| window: a {high}-GPU pool running {running} opens a one-minute window "
             f"of {low} GPUs | quota {low} {window['seconds_from_start_to_quota']:g} s after "
             f"the start; {window['replicas_scaled_down']} replicas scaled down by the HPA "
             f"{window['seconds_from_start_to_drained']:g} s after it (preempted or evicted: "

@@ -452,29 +452,40 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
     namespace: str,
     gpu_nodes: list[client.V1Node],
 ) -> None:
-    """A pool of 4 GPUs (no cohort) with a one-minute window of 2: at the window's start
-    the ClusterQueue's quota drops to 2 within a pass, the model's HPA comes down to 2
-    and scales the 2 replicas above the quota down (graceful deletion by the ReplicaSet
-    controller), none preempted by Kueue and the other 2 untouched; when the window
-    closes, the 4 GPUs and replicas come back."""
+    """A pool of 4 GPUs (no cohort) with two models, ``steady`` (warm pool 1) and
+    ``nightly`` (warm pool 3), and a one-minute window of 2 GPUs: at the window's start
+    the ClusterQueue's quota drops to 2 within a pass, each model's HPA stops at its
+    share (the window's GPUs less the other's warm pool: 1 each), and the HPA scales
+    ``nightly``'s 2 replicas above it down (graceful deletion by the ReplicaSet
+    controller), none preempted by Kueue, ``steady`` and one of ``nightly``'s untouched;
+    when the window closes, the 4 GPUs and replicas come back."""
     shoal = Shoal(api)
     autoscaling = client.AutoscalingV2Api(api)
     name = f"window-{uuid.uuid4().hex[:6]}"
     shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4}))
     try:
         wait_mode(shoal, name, "Kueue")
-        shoal.create(model("nightly", name, 4), namespace)
+        shoal.create(model("steady", name, 1), namespace)
         wait_for(
-            "the model's 4 replicas admitted and running",
+            "the steady model's replica admitted and running",
+            lambda: len(running(core, namespace, "steady")),
+            lambda n: n == 1,
+            timeout=120,
+        )
+        shoal.create(model("nightly", name, 3), namespace)
+        wait_for(
+            "the nightly model's 3 replicas admitted and running",
             lambda: len(running(core, namespace, "nightly")),
-            lambda n: n == 4,
+            lambda n: n == 3,
             timeout=120,
         )
         opens = add_window(shoal, name, {"gpus": 4}, duration="1m")
         assert own_gpu_quota(api, f"shoal-{name}") == "4"
         hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler("nightly", namespace)
-        assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (4, 4)  # the pool's 4 GPUs
+        # The pool's 4 GPUs less steady's warm pool of 1.
+        assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (3, 3)
         before = {p.metadata.uid for p in running(core, namespace, "nightly")}
+        steady = {p.metadata.uid for p in running(core, namespace, "steady")}
 
         time.sleep(max(0.0, -seconds_since(opens)))
         wait_for(
@@ -490,19 +501,25 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
             lambda c: c.get("nominalGpus") == 2 and c.get("window") == "night",
             timeout=30,
         )
-        wait_for(
-            "the HPA to stop at 2 replicas",
-            lambda: autoscaling.read_namespaced_horizontal_pod_autoscaler("nightly", namespace),
-            lambda h: (h.spec.min_replicas, h.spec.max_replicas) == (2, 2),
-            timeout=30,
-        )
+        for each in ("nightly", "steady"):
+
+            def read(each: str = each) -> client.V2HorizontalPodAutoscaler:
+                return autoscaling.read_namespaced_horizontal_pod_autoscaler(each, namespace)
+
+            wait_for(
+                f"{each}'s HPA to stop at its share of the window, 1 replica",
+                read,
+                lambda h: (h.spec.min_replicas, h.spec.max_replicas) == (1, 1),
+                timeout=30,
+            )
         kept = wait_for(
             "the replicas above the quota to be scaled down",
             lambda: {p.metadata.uid for p in pods(core, namespace, "nightly")},
-            lambda uids: len(uids) == 2,
+            lambda uids: len(uids) == 1,
             timeout=90,
         )
         drained_s = seconds_since(opens)
+        in_window = {p.metadata.uid for p in pods(core, namespace, "steady")}
         reasons = [
             (e.reason or "", e.message or "")
             for e in core.list_namespaced_event(namespace).items
@@ -523,9 +540,9 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
         )
         restored_quota_s = seconds_since(closed)
         wait_for(
-            "the model's 4 replicas running again",
+            "the nightly model's 3 replicas running again",
             lambda: len(running(core, namespace, "nightly")),
-            lambda n: n == 4,
+            lambda n: n == 3,
             timeout=120,
         )
         restored_s = seconds_since(closed)
@@ -533,10 +550,11 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
             {
                 "window": {
                     "nominal_gpus": [4, 2],
+                    "models": 2,
                     "seconds_from_start_to_quota": round(quota_s, 1),
                     "seconds_from_start_to_drained": round(drained_s, 1),
                     "replicas_scaled_down": len(before - kept),
-                    "replicas_kept_untouched": len(before & kept),
+                    "replicas_kept_untouched": len(before & kept) + len(steady & in_window),
                     "replicas_preempted_or_evicted": len(preempted),
                     "seconds_from_close_to_quota": round(restored_quota_s, 1),
                     "seconds_from_close_to_replicas_back": round(restored_s, 1),
@@ -545,11 +563,13 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
         )
         assert status["inUseGpus"] >= 2
         assert kept <= before, "a replica that fit the new quota was replaced"
+        assert in_window == steady, "the steady model's replica was touched"
         assert not preempted, f"replicas were preempted or evicted, not drained: {preempted}"
         assert rescaled, f"no HPA scale-down above maxReplicas among {reasons}"
         assert quota_s <= WINDOW_PASS_SECONDS, f"the quota changed {quota_s:.1f} s after the start"
     finally:
         shoal.delete("InferenceModel", "nightly", namespace)
+        shoal.delete("InferenceModel", "steady", namespace)
         shoal.delete("TenantPool", name)
 
 

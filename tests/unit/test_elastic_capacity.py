@@ -25,9 +25,11 @@ from shoal.render.elastic import (
     cluster_queue,
     elastic_objects,
     gpu_ceiling,
+    model_gpu_ceiling,
     next_capacity_change,
     nominal_at,
     resource_flavor,
+    warm_pool_gpus,
 )
 from shoal.render.workload import GPU
 from shoal.telemetry import PoolGauges
@@ -362,6 +364,19 @@ def test_a_pool_without_a_cohort_caps_its_models_at_its_gpus_now() -> None:
     # A pool that borrows has no ceiling of its own; one without capacity neither.
     assert gpu_ceiling(pool("b", {"gpus": 4, "cohort": "gpu"}), at("2026-12-02")) is None
     assert gpu_ceiling(pool("c", None), at("2026-12-02")) is None
+
+
+def test_each_model_of_a_pool_without_a_cohort_stops_at_its_share() -> None:
+    # A warm pool of 3 replicas of 2 GPUs holds 6; the API's defaults hold 1.
+    assert warm_pool_gpus({"scaling": {"minReplicas": 3}, "runtime": {"gpus": 2}}) == 6
+    assert warm_pool_gpus({}) == 1
+    assert warm_pool_gpus({"runtime": {"gpus": 0}}) == 0
+    # A window of 2 GPUs, another model's warm pool of 1: this one may grow to 1 GPU;
+    # where the others' warm pools exceed the window, to none (its HPA keeps one).
+    assert model_gpu_ceiling(2, 1) == 1
+    assert model_gpu_ceiling(4, 1) == 3
+    assert model_gpu_ceiling(2, 3) == 0
+    assert model_gpu_ceiling(4, 0) == 4
 
 
 def _hpa(min_replicas: int, gpus: int, ceiling: int | None) -> dict[str, Any]:

@@ -38,7 +38,12 @@ from shoal.reconcile.replica_state import (
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.batching import effective_batching
 from shoal.render.desired import batched_model_objects
-from shoal.render.elastic import gpu_ceiling, next_capacity_change
+from shoal.render.elastic import (
+    gpu_ceiling,
+    model_gpu_ceiling,
+    next_capacity_change,
+    warm_pool_gpus,
+)
 from shoal.render.gateway import gateway_host
 from shoal.render.names import GRPC_PORT, HTTP_PORT
 from shoal.render.schedule import Floor, floor_at, next_change, raised
@@ -216,6 +221,19 @@ def _resolve(
         return stalled("InvalidBatchPolicy", f"BatchPolicy {namespace}/{name} is invalid: {exc}")
 
 
+def _others_warm_gpus(op: Operator, model: InferenceModel) -> int:
+    """The GPUs the warm pools of the pool's other served models hold (those with a
+    Deployment): what this model can never grow into."""
+    me = (model.metadata.namespace or "", model.metadata.name)
+    total = 0
+    for other in op.cache.in_pool(model.spec.pool, ["InferenceModel"]):
+        meta = other["metadata"]
+        key = (meta.get("namespace") or "", meta["name"])
+        if key != me and op.cache.has("Deployment", key[1], key[0]):
+            total += warm_pool_gpus(other.get("spec") or {})
+    return total
+
+
 def _apply_failed(obj: dict[str, Any], exc: ApiError) -> Outcome:
     message = (
         f"Applying {obj['kind']} {obj['metadata']['name']} failed: "
@@ -246,6 +264,8 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         batching = effective_batching(model, policy.spec if policy else None)
         queue = model_queue(pool, lambda: op.kueue.served(op.kube))
         ceiling = gpu_ceiling(pool, now) if queue is not None else None
+        if ceiling is not None:  # the pool's other models keep their warm pools
+            ceiling = model_gpu_ceiling(ceiling, _others_warm_gpus(op, model))
         if ceiling is not None:  # the pool's capacity windows move it
             moments = (upcoming, next_capacity_change(pool.spec.capacity, now))
             upcoming = min((m for m in moments if m is not None), default=None)

@@ -19,7 +19,7 @@ beyond any cluster (the node's allocatable still bounds them).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +74,24 @@ def gpu_ceiling(pool: TenantPool, now: dt.datetime) -> int | None:
     if capacity is None or capacity.cohort is not None:
         return None
     return nominal_at(capacity, now).gpus
+
+
+def warm_pool_gpus(spec: Mapping[str, Any]) -> int:
+    """The GPUs a model's warm pool holds whatever the load (pure, from its stored spec):
+    ``minReplicas`` times the GPUs per replica, with the API's defaults (1 and 1)."""
+    scaling = spec.get("scaling") or {}
+    runtime = spec.get("runtime") or {}
+    return int(scaling.get("minReplicas", 1)) * int(runtime.get("gpus", 1))
+
+
+def model_gpu_ceiling(pool_gpus: int, others_warm_gpus: int) -> int:
+    """The GPUs one model of a pool without a cohort may grow to (pure): the pool's GPUs
+    now, less the warm pools its other models hold. Each model's HPA stops there, so a
+    window that lowers the quota scales every model down towards its share instead of
+    leaving the sum of the models above the quota. Above their warm pools the models
+    still share the rest as their load asks; a replica that finds it taken waits for
+    quota (Kueue's gate)."""
+    return max(0, pool_gpus - others_warm_gpus)
 
 
 def _metadata(pool: TenantPool, namespace: str | None = None) -> dict[str, Any]:
