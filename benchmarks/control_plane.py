@@ -266,14 +266,19 @@ def write_ceiling(cluster: local.LocalCluster, kubectl: Callable[..., str]) -> f
     return CEILING_WRITES / seconds
 
 
+def audit_events(audit_log: Path) -> Iterator[dict[str, Any]]:
+    """The audit log's events so far; the API server may be writing the last line, so
+    only complete ones."""
+    if not audit_log.exists():
+        return
+    for line in audit_log.read_text().split("\n")[:-1]:
+        yield json.loads(line)
+
+
 def operator_writes(audit_log: Path) -> Counter[str]:
     """The operator's completed writes in the audit log, by verb and resource."""
     counts: Counter[str] = Counter()
-    if not audit_log.exists():
-        return counts
-    # The API server may be writing the last line: count only complete ones.
-    for line in audit_log.read_text().split("\n")[:-1]:
-        event = json.loads(line)
+    for event in audit_events(audit_log):
         if event.get("stage") != "ResponseComplete" or not _operator_write(event):
             continue
         ref = event.get("objectRef", {})
@@ -293,11 +298,8 @@ def wait_for_garbage_collector(audit_log: Path) -> float:
     InferenceModels (see CONTROLLER_MANAGER)."""
     began = time.monotonic()
     while time.monotonic() - began < GC_SYNC_TIMEOUT_S:
-        if audit_log.exists():
-            for line in audit_log.read_text().split("\n")[:-1]:
-                event = json.loads(line)
-                if event["user"].get("username") == CONTROLLER_MANAGER:
-                    return time.monotonic() - began
+        if any(e["user"].get("username") == CONTROLLER_MANAGER for e in audit_events(audit_log)):
+            return time.monotonic() - began
         time.sleep(1.0)
     raise RuntimeError(
         f"the controller-manager did not watch InferenceModels in {GC_SYNC_TIMEOUT_S} s"

@@ -264,9 +264,9 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         batching = effective_batching(model, policy.spec if policy else None)
         queue = model_queue(pool, lambda: op.kueue.served(op.kube))
         ceiling = gpu_ceiling(pool, now) if queue is not None else None
-        if ceiling is not None:  # the pool's other models keep their warm pools
+        if ceiling is not None:
+            # The pool's other models keep their warm pools; its capacity windows move it.
             ceiling = model_gpu_ceiling(ceiling, _others_warm_gpus(op, model))
-        if ceiling is not None:  # the pool's capacity windows move it
             moments = (upcoming, next_capacity_change(pool.spec.capacity, now))
             upcoming = min((m for m in moments if m is not None), default=None)
         desired = batched_model_objects(

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.api.constants import KUEUE_API_VERSION, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL
+from shoal.api.inferencemodel import Runtime, Scaling
 from shoal.api.tenantpool import Capacity, TenantPool
 from shoal.render.names import owner_references
 from shoal.render.schedule import is_open, next_window_change
@@ -77,11 +78,14 @@ def gpu_ceiling(pool: TenantPool, now: dt.datetime) -> int | None:
 
 
 def warm_pool_gpus(spec: Mapping[str, Any]) -> int:
-    """The GPUs a model's warm pool holds whatever the load (pure, from its stored spec):
-    ``minReplicas`` times the GPUs per replica, with the API's defaults (1 and 1)."""
+    """The GPUs a model's warm pool holds whatever the load (pure, from its stored spec,
+    which is not parsed: every model pass of the pool reads every other's):
+    ``minReplicas`` times the GPUs per replica, with the API's defaults."""
     scaling = spec.get("scaling") or {}
     runtime = spec.get("runtime") or {}
-    return int(scaling.get("minReplicas", 1)) * int(runtime.get("gpus", 1))
+    replicas = scaling.get("minReplicas", Scaling.model_fields["min_replicas"].default)
+    gpus = runtime.get("gpus", Runtime.model_fields["gpus"].default)
+    return int(replicas) * int(gpus)
 
 
 def model_gpu_ceiling(pool_gpus: int, others_warm_gpus: int) -> int:
