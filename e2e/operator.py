@@ -4,6 +4,7 @@ and the control-plane benchmark."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -55,3 +56,17 @@ def running_operator(
         yield OperatorProcess(log, health_url, f"http://127.0.0.1:{metrics_port}/metrics", proc.pid)
     finally:
         stop(proc, grace=15)
+
+
+@contextmanager
+def paused(process: OperatorProcess) -> Iterator[None]:
+    """``process`` stopped (SIGSTOP) for the block, then resumed. In a cluster one
+    operator serves an object at a time (leader election sees to it); a test that runs
+    an operator of its own with other settings pauses the session's, which would
+    otherwise answer each of its status writes with its own. Resumed, the session's
+    operator re-opens what timed out and its periodic pass repairs its cache."""
+    os.kill(process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(process.pid, signal.SIGCONT)
