@@ -369,6 +369,16 @@ def elastic_block() -> str:
             f"within one pass (≤ {WINDOW_PASS_SECONDS:g} s): {_verdict(on_time)}; drained, "
             f"not killed: {_verdict(drained)} |"
         )
+    parked = data.get("window_of_no_gpus")
+    if parked is not None:
+        drained = parked["replicas_preempted_or_evicted"] == 0
+        lines.append(
+            "| a window of 0 GPUs over a 2-GPU pool running 2 replicas | no replica "
+            f"{parked['seconds_from_start_to_no_replicas']:g} s after the start (preempted "
+            f"or evicted: {parked['replicas_preempted_or_evicted']}); both running again "
+            f"{parked['seconds_from_close_to_replicas_back']:g} s after it closes | drained, "
+            f"not killed: {_verdict(drained)} |"
+        )
     cohort = data.get("window_in_cohort")
     if cohort is not None:
         drained = cohort["replicas_preempted"] == 0 and cohort["fewest_ready_replicas"] >= 3

@@ -26,6 +26,7 @@ from e2e.kueue import running_kueue, version
 from e2e.operator import OperatorProcess
 from kubernetes import client
 
+from shoal.api.constants import FIELD_MANAGER
 from tests.support.passes import operator_counters, wait_for_passes
 from tests.support.shoal_objects import GROUP, VERSION, Shoal, condition, inference_model
 from tests.support.wait import wait_for
@@ -418,15 +419,37 @@ def next_whole_minute(at_least: float) -> dt.datetime:
     return minute if minute >= soonest else minute + dt.timedelta(minutes=1)
 
 
-def add_window(shoal: Shoal, pool: str, capacity: dict[str, Any], duration: str) -> dt.datetime:
-    """Give ``pool`` (with ``capacity`` so far) a window of 2 GPUs opening at the next
+def serve(
+    shoal: Shoal, core: client.CoreV1Api, namespace: str, pool: str, name: str, replicas: int
+) -> None:
+    """Create model ``name`` with a warm pool of ``replicas`` in ``pool``; returns once
+    Kueue has admitted them all and they run."""
+    shoal.create(model(name, pool, replicas), namespace)
+    wait_running(core, namespace, name, replicas, "admitted and running")
+
+
+def wait_running(
+    core: client.CoreV1Api, namespace: str, name: str, replicas: int, what: str
+) -> None:
+    wait_for(
+        f"the {name} model's {replicas} replicas {what}",
+        lambda: len(running(core, namespace, name)),
+        lambda n: n == replicas,
+        timeout=120,
+    )
+
+
+def add_window(
+    shoal: Shoal, pool: str, capacity: dict[str, Any], duration: str, gpus: int = 2
+) -> dt.datetime:
+    """Give ``pool`` (with ``capacity`` so far) a window of ``gpus`` opening at the next
     whole minute at least 20 s away; returns when it opens."""
     opens = next_whole_minute(at_least=20)
     window = {
         "name": "night",
         "start": f"{opens.minute} {opens.hour} * * *",
         "duration": duration,
-        "gpus": 2,
+        "gpus": gpus,
     }
     shoal.patch("TenantPool", pool, {"spec": {"capacity": {**capacity, "windows": [window]}}})
     assert seconds_since(opens) < 0, "the window opened before it was set: no boundary"
@@ -465,20 +488,8 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
     shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4}))
     try:
         wait_mode(shoal, name, "Kueue")
-        shoal.create(model("steady", name, 1), namespace)
-        wait_for(
-            "the steady model's replica admitted and running",
-            lambda: len(running(core, namespace, "steady")),
-            lambda n: n == 1,
-            timeout=120,
-        )
-        shoal.create(model("nightly", name, 3), namespace)
-        wait_for(
-            "the nightly model's 3 replicas admitted and running",
-            lambda: len(running(core, namespace, "nightly")),
-            lambda n: n == 3,
-            timeout=120,
-        )
+        serve(shoal, core, namespace, name, "steady", 1)
+        serve(shoal, core, namespace, name, "nightly", 3)
         opens = add_window(shoal, name, {"gpus": 4}, duration="1m")
         assert own_gpu_quota(api, f"shoal-{name}") == "4"
         hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler("nightly", namespace)
@@ -539,12 +550,7 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
             timeout=30,
         )
         restored_quota_s = seconds_since(closed)
-        wait_for(
-            "the nightly model's 3 replicas running again",
-            lambda: len(running(core, namespace, "nightly")),
-            lambda n: n == 3,
-            timeout=120,
-        )
+        wait_running(core, namespace, "nightly", 3, "running again")
         restored_s = seconds_since(closed)
         record(
             {
@@ -570,6 +576,93 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
     finally:
         shoal.delete("InferenceModel", "nightly", namespace)
         shoal.delete("InferenceModel", "steady", namespace)
+        shoal.delete("TenantPool", name)
+
+
+def test_a_window_of_no_gpus_parks_the_models_and_its_end_brings_them_back(
+    kueue: None,
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    gpu_nodes: list[client.V1Node],
+) -> None:
+    """A pool of 2 GPUs (no cohort) whose one-minute window gives it none: at the
+    window's start the model's Deployment goes to 0 replicas (a graceful scale-down by
+    the ReplicaSet controller, no preemption) and the model says why, in a Normal
+    Event; when the window closes the replicas field is given back to the HPA, which
+    brings the warm pool of 2 back."""
+    shoal = Shoal(api)
+    apps = client.AppsV1Api(api)
+    name = f"park-{uuid.uuid4().hex[:6]}"
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 2}))
+    try:
+        wait_mode(shoal, name, "Kueue")
+        serve(shoal, core, namespace, name, "nightly", 2)
+        opens = add_window(shoal, name, {"gpus": 2}, duration="1m", gpus=0)
+        time.sleep(max(0.0, -seconds_since(opens)))
+        wait_for(
+            "the model's Deployment at 0 replicas and its pods gone",
+            lambda: (
+                apps.read_namespaced_deployment("nightly", namespace).spec.replicas,
+                len(pods(core, namespace, "nightly")),
+            ),
+            lambda seen: seen == (0, 0),
+            timeout=60,
+        )
+        parked_s = seconds_since(opens)
+        ready = wait_for(
+            "the model to say the window parked it",
+            lambda: condition(shoal.get("InferenceModel", "nightly", namespace), "Ready"),
+            lambda c: c.get("reason") == "ScaledToZero",
+            timeout=30,
+        )
+        assert ready["status"] == "False"
+        assert "capacity window night gives it 0 GPUs" in ready["message"], ready
+        events = [
+            (e.type, e.reason)
+            for e in core.list_namespaced_event(namespace).items
+            if e.involved_object.name == "nightly"
+        ]
+        assert ("Normal", "ScaledToZero") in events, events
+        evicted = [r for _, r in events if "Preempt" in (r or "") or "Evict" in (r or "")]
+
+        closed = opens + dt.timedelta(seconds=60)
+        time.sleep(max(0.0, -seconds_since(closed)))
+        wait_running(core, namespace, "nightly", 2, "running again")
+        back_s = seconds_since(closed)
+        wait_for(
+            "the model Ready again",
+            lambda: condition(shoal.get("InferenceModel", "nightly", namespace), "Ready"),
+            lambda c: c.get("status") == "True",
+            timeout=60,
+        )
+        deployment = apps.read_namespaced_deployment("nightly", namespace)
+        owners = {
+            f.manager
+            for f in deployment.metadata.managed_fields or []
+            if "f:replicas" in json.dumps(f.fields_v1 or {})
+        }
+        warnings = [
+            (e.reason, e.message)
+            for e in core.list_namespaced_event(namespace).items
+            if e.type == "Warning" and e.reason in ("ScaledToZero", "ScalingDisabled")
+        ]
+        record(
+            {
+                "window_of_no_gpus": {
+                    "seconds_from_start_to_no_replicas": round(parked_s, 1),
+                    "seconds_from_close_to_replicas_back": round(back_s, 1),
+                    "replicas_preempted_or_evicted": len(evicted),
+                }
+            }
+        )
+        assert not evicted, f"replicas were preempted or evicted, not drained: {evicted}"
+        assert not warnings, warnings
+        # The operator no longer holds the replicas: the HPA does.
+        assert FIELD_MANAGER not in owners, owners
+    finally:
+        shoal.delete("InferenceModel", "nightly", namespace)
         shoal.delete("TenantPool", name)
 
 

@@ -61,3 +61,17 @@ def test_only_a_change_that_matters_calls_for_a_pass() -> None:
 
     projected = projection("HorizontalPodAutoscaler", hpa(MISSING))
     assert autoscaler_condition(projected) == autoscaler_condition(hpa(MISSING))
+
+
+def test_an_hpa_idle_at_zero_replicas_is_not_a_metrics_fault() -> None:
+    # What the HPA controller writes while its Deployment is at 0 replicas.
+    disabled = {
+        "type": "ScalingActive",
+        "status": "False",
+        "reason": "ScalingDisabled",
+        "message": "scaling is disabled since the replica count of the target is zero",
+    }
+    cond = autoscaler_condition(hpa(disabled))
+    assert (cond.status, cond.reason) == ("Unknown", "ScalingDisabled")
+    # A real fault stays False, so it is still announced as a Warning.
+    assert autoscaler_condition(hpa(MISSING)).status == "False"

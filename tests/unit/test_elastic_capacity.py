@@ -13,7 +13,9 @@ from shoal.api.constants import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError
+from shoal.reconcile.conditions import Cond
 from shoal.reconcile.elastic import KueueProbe, cohort_of, model_queue
+from shoal.reconcile.model import SCALED_TO_ZERO, rollout_outcome, scaled_to_zero
 from shoal.reconcile.pool import next_pool_change, parsed_pools
 from shoal.reconcile.replica_state import WAITING_FOR_QUOTA, replica_state
 from shoal.render.batching import effective_batching
@@ -28,6 +30,7 @@ from shoal.render.elastic import (
     model_gpu_ceiling,
     next_capacity_change,
     nominal_at,
+    parked,
     resource_flavor,
     warm_pool_gpus,
 )
@@ -397,6 +400,48 @@ def test_the_hpa_stops_at_the_gpus_the_pool_can_admit() -> None:
     # Two GPUs a replica in 5: two replicas; at 0 GPUs one stays, waiting for quota.
     assert _hpa(1, 2, 5)["maxReplicas"] == 2
     assert (_hpa(1, 1, 0)["minReplicas"], _hpa(1, 1, 0)["maxReplicas"]) == (1, 1)
+
+
+def test_a_model_is_parked_only_when_not_one_replica_fits_the_pool() -> None:
+    assert parked(0, 1)
+    assert parked(1, 2)
+    assert not parked(1, 1)
+    assert not parked(4, 2)
+    # A model without GPUs is never parked by a GPU window.
+    assert not parked(0, 0)
+
+
+def _deployment(parked_now: bool) -> dict[str, Any]:
+    doc = example("InferenceModel", "labs-embedder")
+    doc["metadata"]["namespace"] = "team-a"
+    im = InferenceModel.model_validate(doc)
+    objs = batched_model_objects(
+        im, effective_batching(im, None), pool("p", {"gpus": 0}), parked=parked_now
+    )
+    return next(o for o in objs if o["kind"] == "Deployment")["spec"]
+
+
+def test_a_parked_model_has_zero_replicas_and_otherwise_leaves_them_to_the_hpa() -> None:
+    assert _deployment(True)["replicas"] == 0
+    assert "replicas" not in _deployment(False)
+    # Everything else is the same Deployment: unparking changes only the replicas.
+    assert {**_deployment(True), "replicas": None} == {**_deployment(False), "replicas": None}
+
+
+def test_a_parked_model_says_which_window_and_does_not_warn_about_its_hpa() -> None:
+    night = {**NIGHT, "gpus": 0}
+    tp = pool("p", {"gpus": 4, "windows": [night]})
+    rollout = rollout_outcome({"metadata": {"generation": 2}, "status": {}}, 1)
+    outcome = scaled_to_zero(rollout, tp, 1, at("2026-12-02T23:00:00"))
+    assert (outcome.ready.status, outcome.ready.reason) == ("False", SCALED_TO_ZERO)
+    assert "capacity window night gives it 0 GPUs" in outcome.ready.message
+    assert outcome.autoscaler == Cond(
+        "AutoscalerReady", "Unknown", SCALED_TO_ZERO, outcome.ready.message
+    )
+    assert not outcome.stalled
+    # Outside a window: the pool's own capacity is what leaves it none.
+    outcome = scaled_to_zero(rollout, pool("p", {"gpus": 0}), 1, at("2026-12-02T12:00:00"))
+    assert "pool's capacity gives it 0 GPUs" in outcome.ready.message
 
 
 def test_the_pool_wakes_for_its_gateways_windows_and_its_capacitys_alike() -> None:

@@ -18,6 +18,10 @@ from typing import Any
 from shoal.reconcile.conditions import Cond
 
 SCALING_ACTIVE = "ScalingActive"
+# The HPA's reason while its target has no replicas: it does not scale from zero, which
+# says nothing about its metrics (a model its pool's capacity window parked, or an
+# HPA that has not looked again since the model came back).
+SCALING_DISABLED = "ScalingDisabled"
 AUTOSCALER_READY = "AutoscalerReady"
 NOT_EVALUATED = Cond(
     AUTOSCALER_READY, "Unknown", "NotEvaluated", "The HPA has not evaluated its metrics yet."
@@ -47,6 +51,13 @@ def autoscaler_condition(hpa: dict[str, Any] | None) -> Cond:
         return NOT_EVALUATED
     if active["status"] == "True":
         return Cond(AUTOSCALER_READY, "True", "MetricsRead", "The HPA reads its metrics.")
+    if active["reason"] == SCALING_DISABLED:
+        return Cond(
+            AUTOSCALER_READY,
+            "Unknown",
+            SCALING_DISABLED,
+            "The HPA is idle: the model's Deployment has no replicas.",
+        )
     return Cond(
         AUTOSCALER_READY,
         str(active["status"] or "Unknown"),

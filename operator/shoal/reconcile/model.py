@@ -42,6 +42,8 @@ from shoal.render.elastic import (
     gpu_ceiling,
     model_gpu_ceiling,
     next_capacity_change,
+    nominal_at,
+    parked,
     warm_pool_gpus,
 )
 from shoal.render.gateway import gateway_host
@@ -79,6 +81,9 @@ class Outcome:
 
 # Ready=False reasons of a model whose replicas are still on their way: no warning.
 ON_THE_WAY = frozenset({"NoReplicasAvailable", PENDING, FETCHING, LOADING})
+# Ready=False while the pool's capacity window leaves the model no GPUs: planned, so
+# the Event that says so is Normal.
+SCALED_TO_ZERO = "ScaledToZero"
 
 
 def _blocked(reason: str, message: str, *, stalled: bool) -> Outcome:
@@ -264,13 +269,22 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         batching = effective_batching(model, policy.spec if policy else None)
         queue = model_queue(pool, lambda: op.kueue.served(op.kube))
         ceiling = gpu_ceiling(pool, now) if queue is not None else None
+        idle = False
         if ceiling is not None:
+            idle = parked(ceiling, model.spec.runtime.gpus)
             # The pool's other models keep their warm pools; its capacity windows move it.
             ceiling = model_gpu_ceiling(ceiling, _others_warm_gpus(op, model))
             moments = (upcoming, next_capacity_change(pool.spec.capacity, now))
             upcoming = min((m for m in moments if m is not None), default=None)
         desired = batched_model_objects(
-            model, batching, pool, floor.min_replicas, op.settings.serving_images, queue, ceiling
+            model,
+            batching,
+            pool,
+            floor.min_replicas,
+            op.settings.serving_images,
+            queue,
+            ceiling,
+            idle,
         )
     except ValueError as exc:
         return stalled("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
@@ -301,6 +315,8 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         max_batch_size=batching.max_batch_size,
         autoscaler=autoscaler_condition(autoscaler),
     )
+    if idle:
+        return scaled_to_zero(outcome, pool, model.spec.runtime.gpus, now)
     rollout = deployment.get("status") or {}
     replicas = rollout.get("replicas", 0)
     # Where Kueue governs the pool, a replica may wait for quota while the model serves.
@@ -313,6 +329,24 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         )
         outcome = with_replica_states(outcome, summarise(pods))
     return outcome
+
+
+def scaled_to_zero(outcome: Outcome, pool: TenantPool, gpus: int, now: dt.datetime) -> Outcome:
+    """The outcome of a model its pool's capacity window leaves no GPUs (pure): not
+    Ready, for a planned reason, and its HPA idle (it does not scale a Deployment at
+    zero), which is not a fault to warn about."""
+    assert pool.spec.capacity is not None  # only a pool with capacity has windows
+    nominal = nominal_at(pool.spec.capacity, now)
+    where = f"capacity window {nominal.window}" if nominal.window else "capacity"
+    message = (
+        f"The pool's {where} gives it {nominal.gpus} GPUs, fewer than one replica needs "
+        f"({gpus}): the model runs no replica until the pool has them again."
+    )
+    return replace(
+        outcome,
+        ready=Cond("Ready", "False", SCALED_TO_ZERO, message),
+        autoscaler=Cond(AUTOSCALER_READY, "Unknown", SCALED_TO_ZERO, message),
+    )
 
 
 def with_replica_states(outcome: Outcome, load: ModelLoadState) -> Outcome:
@@ -484,5 +518,6 @@ def _announce(
         ready.reason,
     ):
         return
-    type_ = "Normal" if ready.status == "True" or ready.reason in ON_THE_WAY else "Warning"
+    planned = ready.reason in ON_THE_WAY or ready.reason == SCALED_TO_ZERO
+    type_ = "Normal" if ready.status == "True" or planned else "Warning"
     op.kube.event(body, type_, ready.reason, ready.message)

@@ -40,11 +40,13 @@ def batched_model_objects(
     images: ServingImages = DEFAULT_IMAGES,
     queue: str | None = None,
     gpu_ceiling: int | None = None,
+    parked: bool = False,
 ) -> list[dict[str, Any]]:
     """``model_objects`` for a model whose effective batching is already known.
-    ``gpu_ceiling``: the GPUs its pool can admit it to now (shoal.render.elastic)."""
+    ``gpu_ceiling``: the GPUs its pool can admit it to now; ``parked``: the pool has
+    fewer GPUs now than one replica needs, so the model runs none (shoal.render.elastic)."""
     return [
-        *serving_stack(model, batching, pool.spec, images, queue),
+        *serving_stack(model, batching, pool.spec, images, queue, parked),
         horizontal_autoscaler(model, batching, pool.spec, min_replicas, gpu_ceiling),
     ]
 

@@ -98,6 +98,14 @@ def model_gpu_ceiling(pool_gpus: int, others_warm_gpus: int) -> int:
     return max(0, pool_gpus - others_warm_gpus)
 
 
+def parked(pool_gpus: int, replica_gpus: int) -> bool:
+    """Whether a model of a pool without a cohort runs no replica now (pure): the pool
+    has fewer GPUs now than one replica needs (a window of ``gpus: 0``, say). Its share
+    alone is not enough: where the others' warm pools take the whole window, one
+    replica may still be admitted in the GPUs another leaves unused."""
+    return replica_gpus > 0 and pool_gpus < replica_gpus
+
+
 def _metadata(pool: TenantPool, namespace: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": queue_name(pool.metadata.name),

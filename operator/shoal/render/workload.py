@@ -137,8 +137,13 @@ def deployment(
     config_pbtxt: str,
     images: ServingImages = DEFAULT_IMAGES,
     queue: str | None = None,
+    parked: bool = False,
 ) -> dict[str, Any]:
-    """The Triton Deployment. ``replicas`` is left out: the HPA owns it.
+    """The Triton Deployment. ``replicas`` is left out: the HPA owns it, except while
+    the model is ``parked`` (its pool has fewer GPUs now than one replica needs): then
+    it is 0, which also stops the HPA (it does not scale a target at zero). Unparked,
+    the field is left out again, the server-side apply drops it with its last owner, the
+    API server defaults it to 1 and the HPA scales from there.
 
     ``queue``: the Kueue LocalQueue of a pool with elastic capacity. Its pods then name
     the queue and carry no pool placement: Kueue admits each on a flavor of the pool's
@@ -258,6 +263,7 @@ def deployment(
         "kind": "Deployment",
         "metadata": model_metadata(model, name),
         "spec": {
+            **({"replicas": 0} if parked else {}),
             "selector": {"matchLabels": selector_labels(model)},
             "revisionHistoryLimit": 3,
             # Keep serving through config changes: add a replica, then retire one.
@@ -337,12 +343,13 @@ def serving_stack(
     pool: TenantPoolSpec,
     images: ServingImages = DEFAULT_IMAGES,
     queue: str | None = None,
+    parked: bool = False,
 ) -> list[dict[str, Any]]:
     """Every object of the model's serving stack except the autoscaler."""
     config_pbtxt = render_config_pbtxt(model, batching)
     return [
         config_map(model, config_pbtxt),
-        deployment(model, pool, config_pbtxt, images, queue),
+        deployment(model, pool, config_pbtxt, images, queue, parked),
         service(model),
         disruption_budget(model),
     ]
