@@ -68,7 +68,13 @@ def config(**changes: object) -> GatewayConfig:
         ),
         routes=(
             route("team-a", "ranker", priority_levels=3, default_priority=2),
-            route("team-a", "embedder", timeout_ms=500, sticky_header="X-Session-ID"),
+            route(
+                "team-a",
+                "embedder",
+                timeout_ms=500,
+                sticky_header="X-Session-ID",
+                overflow=(Server("embedder-overflow-6b8c-klmno", "10.0.5.3"),),
+            ),
             route("team-b", "ranker", server_maxconn=4),
         ),
         peers=(
@@ -321,6 +327,14 @@ def test_quoting_keeps_values_inert() -> None:
         {"routes": (route("team-a", "ranker", timeout_ms=0),)},
         {"routes": (route("team-a", "ranker", priority_levels=2, default_priority=3),)},
         {"routes": (route("team-a", "ranker", sticky_header="X Bad"),)},
+        {"routes": (route("team-a", "ranker", overflow=(Server("a b", "10.0.0.1"),)),)},
+        {"routes": (route("team-a", "ranker", overflow=(Server("o", "10.0.0.1"),) * 2),)},
+        {
+            "routes": (
+                route("team-a", "ranker", overflow=(Server("o", "10.0.0.1"),)),
+                route("team-a", "other", backend="m_team-a_ranker_overflow"),
+            )
+        },
         {"bind_address": "0.0.0.0 ssl"},
     ],
 )
@@ -334,3 +348,39 @@ def test_every_line_is_indented_or_a_section() -> None:
     for line in haproxy_config(config()).splitlines():
         assert not line or line.startswith("    ") or sections.match(line), line
         assert line == line.rstrip()
+
+
+def test_a_request_no_replica_has_a_slot_for_spills_to_a_free_overflow_replica() -> None:
+    rendered = haproxy_config(config())
+    routes = section(rendered, "frontend routes")
+    spill = [x for x in routes if x.startswith("use_backend m_team-a_embedder_overflow if")]
+    assert spill == [
+        "use_backend m_team-a_embedder_overflow if "
+        "{ req.hdr(X-Shoal-Internal-Route) -m str m_team-a_embedder } "
+        "{ be_conn_free(m_team-a_embedder) -m int le 0 } "
+        "{ be_conn_free(m_team-a_embedder_overflow) -m int gt 0 }"
+    ]
+    # Before the route's own backend is chosen; gRPC spills to its own twin backend.
+    assert routes.index(spill[0]) < routes.index("use_backend %[req.hdr(X-Shoal-Internal-Route)]")
+    assert any(line.startswith("use_backend m_team-a_embedder_overflow_grpc if") for line in routes)
+    http = section(rendered, "backend m_team-a_embedder_overflow")
+    assert "server embedder-overflow-6b8c-klmno 10.0.5.3:8000 maxconn 16" in http
+    assert any(line.startswith("default-server check") for line in http)
+    grpc = section(rendered, "backend m_team-a_embedder_overflow_grpc")
+    assert any("track m_team-a_embedder_overflow/embedder-overflow-6b8c-klmno" in x for x in grpc)
+    # A route without overflow replicas spills nowhere and has no such backends.
+    assert "m_team-a_ranker_overflow" not in rendered
+    assert not any("_overflow" in line for line in section(rendered, "backend m_team-a_ranker"))
+
+
+def test_overflow_replicas_take_no_lanes_to_shed() -> None:
+    laned = route(
+        "team-a",
+        "ranker",
+        priority_levels=3,
+        default_priority=2,
+        overflow=(Server("ranker-overflow-0", "10.0.6.1"),),
+    )
+    rendered = haproxy_config(config(routes=(laned,)))
+    assert any("shed" in line for line in section(rendered, "backend m_team-a_ranker"))
+    assert not any("shed" in line for line in section(rendered, "backend m_team-a_ranker_overflow"))

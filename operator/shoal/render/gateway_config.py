@@ -66,6 +66,10 @@ class Route:
     default_priority: int = 0
     # A header whose value keeps a client on one replica (e.g. a session id).
     sticky_header: str | None = None
+    # The model's ready overflow replicas (spec.overflow): a request that finds every
+    # one of ``servers`` at its maxconn goes to one of them with a free slot instead of
+    # waiting in the queue.
+    overflow: tuple[Server, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,16 @@ does is done by HAProxy's own primitives; the layout is:
     get 429. It picks the route (only among the tenant's own models) and the request's
     priority, and sends the request over a unix socket to ...
 ``frontend routes``
-    ... which passes it to the route's backend the gate named.
+    ... which passes it to the route's backend the gate named, or to the route's
+    overflow backend when none of the model's replicas has a free slot and one of its
+    overflow replicas (``spec.overflow``, another pool's) has.
 ``backend <route.backend>`` and ``<route.backend>_grpc``
     the model's ready Triton replicas: ``balance leastconn`` (or a hash of the sticky
     header), ``maxconn`` per replica with the excess queued by priority, low lanes shed
     when the queue is long, the route's timeout (504), active health checks plus passive
     observation of errors and timeouts.
+``backend <route.backend>_overflow`` and ``..._overflow_grpc``
+    the model's ready overflow replicas, with the same checks and slots, no lanes.
 ``frontend metrics``
     HAProxy's Prometheus exporter.
 
@@ -170,6 +174,11 @@ def grpc_backend(route: Route) -> str:
     return f"{route.backend}_grpc"
 
 
+def overflow_backend(route: Route, grpc: bool = False) -> str:
+    """The backend of the route's overflow replicas (HTTP, or gRPC)."""
+    return f"{route.backend}_overflow{'_grpc' if grpc else ''}"
+
+
 def share(limit: int, replicas: int) -> int:
     """One replica's part of a limit the replicas enforce each on its own: rounded up,
     so the replicas together never admit less than the limit."""
@@ -280,7 +289,10 @@ def validate(config: GatewayConfig) -> None:
         quote(route.model)
         if not route.model or "/" in route.model:
             raise GatewayConfigError(f"model name {route.model!r}")
-        for backend in (route.backend, grpc_backend(route)):
+        backends = [route.backend, grpc_backend(route)]
+        if route.overflow:
+            backends += [overflow_backend(route), overflow_backend(route, grpc=True)]
+        for backend in backends:
             _check(_PROXY_NAME, backend, "backend")
             if backend in names:
                 raise GatewayConfigError(f"backend name {backend} is used twice")
@@ -295,11 +307,12 @@ def validate(config: GatewayConfig) -> None:
             )
         if route.sticky_header:
             _check(_HEADER, route.sticky_header, "sticky header")
-        for server in route.servers:
-            _check(_PROXY_NAME, server.name, "server")
-            _check(_HOST, server.host, "server host")
-        if len({s.name for s in route.servers}) != len(route.servers):
-            raise GatewayConfigError(f"{route.backend}: a server is listed twice")
+        for servers in (route.servers, route.overflow):
+            for server in servers:
+                _check(_PROXY_NAME, server.name, "server")
+                _check(_HOST, server.host, "server host")
+            if len({s.name for s in servers}) != len(servers):
+                raise GatewayConfigError(f"{route.backend}: a server is listed twice")
 
 
 def _section(header: str, lines: Iterable[str]) -> list[str]:
@@ -635,6 +648,24 @@ def _gate(config: GatewayConfig, tenant: str, limits: Limits, routes: Sequence[R
     return _section(f"backend {gate_backend(tenant)}", lines)
 
 
+def _spill_lines(routes: Sequence[Route]) -> list[str]:
+    """Overflow: a request that finds no free slot on any of the model's replicas goes
+    to its overflow replicas while one of them has a free slot; otherwise it waits in
+    the model's queue as usual (so the overflow replicas never queue for it)."""
+    lines = []
+    for route in routes:
+        if not route.overflow:
+            continue
+        for grpc in (False, True):
+            own = grpc_backend(route) if grpc else route.backend
+            spill = overflow_backend(route, grpc)
+            lines.append(
+                f"use_backend {spill} if {{ req.hdr({ROUTE_HEADER}) -m str {own} }} "
+                f"{{ be_conn_free({own}) -m int le 0 }} {{ be_conn_free({spill}) -m int gt 0 }}"
+            )
+    return ["# Overflow before the queue.", *lines] if lines else []
+
+
 def _routes_frontend(config: GatewayConfig) -> list[str]:
     paths = RuntimePaths(config.runtime_dir)
     return _section(
@@ -646,14 +677,22 @@ def _routes_frontend(config: GatewayConfig) -> list[str]:
             f"http-request set-var(txn.tenant) req.hdr({TENANT_HEADER})",
             f"http-request set-var(txn.priority) req.hdr({PRIORITY_HEADER})",
             f"http-after-response set-header {ANSWERED_HEADER} 1",
+            *_spill_lines(_admitted_routes(config)),
             f"use_backend %[req.hdr({ROUTE_HEADER})]",
             "default_backend unrouted",
         ],
     )
 
 
-def _route_backend(route: Route, grpc: bool) -> list[str]:
-    name = grpc_backend(route) if grpc else route.backend
+def _route_backend(route: Route, grpc: bool, overflow: bool = False) -> list[str]:
+    """The backend of the model's replicas, or (``overflow``) of its overflow replicas,
+    which take only what the first has no slot for: no lanes to shed there."""
+    if overflow:
+        name, http_name = overflow_backend(route, grpc), overflow_backend(route)
+        replicas = route.overflow
+    else:
+        name = grpc_backend(route) if grpc else route.backend
+        http_name, replicas = route.backend, route.servers
     balance = (
         [f"balance hdr({route.sticky_header})", "hash-type consistent"]
         if route.sticky_header
@@ -669,7 +708,7 @@ def _route_backend(route: Route, grpc: bool) -> list[str]:
         f"http-request del-header {INTERNAL_PREFIX} -m beg",
         f"http-request set-priority-class req.hdr({PRIORITY_HEADER})",
     ]
-    if route.priority_levels >= 2:
+    if route.priority_levels >= 2 and not overflow:
         levels, header = route.priority_levels, PRIORITY_HEADER
         lines += [
             "# Low lanes are shed (503 at once), never left to time out: while the top lane",
@@ -700,8 +739,8 @@ def _route_backend(route: Route, grpc: bool) -> list[str]:
     if grpc:
         servers = [
             f"server {s.name} {s.host}:{s.grpc_port} proto h2 maxconn {route.server_maxconn} "
-            f"track {route.backend}/{s.name}"
-            for s in sorted(route.servers, key=lambda s: s.name)
+            f"track {http_name}/{s.name}"
+            for s in sorted(replicas, key=lambda s: s.name)
         ]
     else:
         lines += [
@@ -714,7 +753,7 @@ def _route_backend(route: Route, grpc: bool) -> list[str]:
         ]
         servers = [
             f"server {s.name} {s.host}:{s.http_port} maxconn {route.server_maxconn}"
-            for s in sorted(route.servers, key=lambda s: s.name)
+            for s in sorted(replicas, key=lambda s: s.name)
         ]
     return _section(f"backend {name}", [*lines, *servers])
 
@@ -765,6 +804,9 @@ def haproxy_config(config: GatewayConfig) -> str:
     for route in _admitted_routes(config):
         sections.append(_route_backend(route, grpc=False))
         sections.append(_route_backend(route, grpc=True))
+        if route.overflow:
+            sections.append(_route_backend(route, grpc=False, overflow=True))
+            sections.append(_route_backend(route, grpc=True, overflow=True))
     sections.append(_metrics(config))
     lines = [line for section in sections for line in section]
     return "\n".join(lines).rstrip("\n") + "\n"
