@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 
 from shoal import __version__
-from shoal.api.constants import API_VERSION, GATEWAY_LABEL, POOL_LABEL
+from shoal.api.constants import API_VERSION, GATEWAY_LABEL, POOL_LABEL, ROUTED_BY_LABEL
 from shoal.autoscale.loop import PREDICT_SECONDS, predict_round
 from shoal.kube.client import ApiError
 from shoal.resync import listed, resync_all
@@ -66,7 +66,9 @@ def route(op: Operator, kind: str, body: dict[str, Any], *, deleted: bool = Fals
         op.request_models_in(name)
     elif kind == "EndpointSlice":  # a model's ready replicas: its pool's gateway routes
         labels = meta.get("labels") or {}
-        op.request_pool(labels.get(POOL_LABEL, ""), delay=ENDPOINTS_GATHER_SECONDS)
+        # An overflow stack's are routed by the gateway of the pool it spills from.
+        pool = labels.get(ROUTED_BY_LABEL) or labels.get(POOL_LABEL, "")
+        op.request_pool(pool, delay=ENDPOINTS_GATHER_SECONDS)
     elif kind == "Pod":  # a gateway's replica: the others share limits with it
         labels = meta.get("labels") or {}
         op.request_pool(labels.get(GATEWAY_LABEL, ""), delay=ENDPOINTS_GATHER_SECONDS)

@@ -26,15 +26,17 @@ from kubernetes import client
 
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
-from shoal.api.constants import API_VERSION, POOL_LABEL
+from shoal.api.constants import API_VERSION, MODEL_LABEL, POOL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.gateway.keys import PublicKey
 from shoal.kube.client import ApiError, Kube
 from shoal.reconcile.pool import admitted_namespaces
+from shoal.render.batching import effective_batching
 from shoal.render.desired import model_objects, pool_objects
 from shoal.render.gateway import GatewaySite, gateway_name, gateway_objects
+from shoal.render.overflow import overflow_objects
 from shoal.render.schedule import floor_at
 from shoal.render.tenancy import tenant_objects
 from tests.support.optional_fields import CASES, resolve
@@ -44,6 +46,14 @@ from tests.support.wait import wait_for
 IM, TP, BP = "InferenceModel", "TenantPool", "BatchPolicy"
 VOLATILE = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid")
 TENANT_KINDS = {"ResourceQuota": "v1", "NetworkPolicy": "networking.k8s.io/v1"}
+MODEL_KINDS = {
+    "Deployment": "apps/v1",
+    "Service": "v1",
+    "ConfigMap": "v1",
+    "PodDisruptionBudget": "policy/v1",
+    "HorizontalPodAutoscaler": "autoscaling/v2",
+    "NetworkPolicy": "networking.k8s.io/v1",
+}
 
 
 def _base_model(pool: str) -> dict[str, Any]:
@@ -79,14 +89,17 @@ class World:
         self.names = names
         suffix = uuid.uuid4().hex[:6]
         self.shared_pool = f"fields-{suffix}"
+        # The overflow cases' other pool, admitting the same namespace.
+        self.overflow_pool = f"spill-{suffix}"
         self.policy = "base-policy"
         self.cases = [(case, f"c{i:02d}-{suffix}") for i, case in enumerate(CASES)]
 
     def documents(self, *, with_field: bool) -> list[dict[str, Any]]:
         ns, tp_ns = self.names["namespace"], self.names["pool_namespace"]
-        names = {**self.names, "policy": self.policy}
+        names = {**self.names, "policy": self.policy, "overflow_pool": self.overflow_pool}
         docs = [
             _doc(TP, self.shared_pool, _base_pool(ns)),
+            _doc(TP, self.overflow_pool, _base_pool(ns)),
             _doc(BP, self.policy, {"priorityLevels": 2}, ns),
         ]
         for case, name in self.cases:
@@ -147,7 +160,9 @@ def _handled(custom: client.CustomObjectsApi, docs: list[dict[str, Any]]) -> lis
     return behind
 
 
-def _differences(kube: Kube, core: client.CoreV1Api) -> list[str]:
+def _differences(
+    kube: Kube, core: client.CoreV1Api, namespaces_of_cases: tuple[str, ...]
+) -> list[str]:
     """Every child that differs from a fresh render of the live specs, and every pool
     object that should not exist (or is missing)."""
     shoal_objects = {kind: kube.list(API_VERSION, kind) for kind in (IM, TP, BP)}
@@ -186,6 +201,10 @@ def _differences(kube: Kube, core: client.CoreV1Api) -> list[str]:
         desired += model_objects(
             model, policy.spec if policy else None, model_pool, floor.min_replicas
         )
+        overflow = model.spec.overflow
+        if overflow is not None and overflow.pool in pools:
+            batching = effective_batching(model, policy.spec if policy else None)
+            desired += overflow_objects(model, batching, pools[overflow.pool], site.namespace)
     out = []
     for obj in desired:
         meta = obj["metadata"]
@@ -219,6 +238,13 @@ def _differences(kube: Kube, core: client.CoreV1Api) -> list[str]:
     for pool_name in live_pools:
         for kind, version in TENANT_KINDS.items():
             for live in kube.list(version, kind, labels=f"{POOL_LABEL}={pool_name}"):
+                key = key_of(kind, live)
+                if key not in wanted:
+                    out.append(f"{kind} {key[1]}/{key[2]}: left behind")
+    # A model's children in the test's namespaces (an overflow stack among them).
+    for namespace in namespaces_of_cases:
+        for kind, version in MODEL_KINDS.items():
+            for live in kube.list(version, kind, namespace, labels=MODEL_LABEL):
                 key = key_of(kind, live)
                 if key not in wanted:
                     out.append(f"{kind} {key[1]}/{key[2]}: left behind")
@@ -277,7 +303,8 @@ def _converge(
         interval=2,
     )
     wait_for_passes(operator.metrics_url, rounds=2, kinds=(IM, TP, BP), timeout=240)
-    return _differences(Kube(api), client.CoreV1Api(api))
+    cases = (world.names["namespace"], world.names["pool_namespace"])
+    return _differences(Kube(api), client.CoreV1Api(api), cases)
 
 
 def test_every_optional_field_can_be_set_and_unset(
@@ -293,6 +320,8 @@ def test_every_optional_field_can_be_set_and_unset(
     def writes_settled(now: dict[str, float]) -> bool:
         counts = {k: v for k, v in now.items() if k.startswith("shoal_api_writes_total{")}
         same = counts == previous
+        if not same:  # shown if the wait times out: what kept writing
+            print({k: v - previous.get(k, 0) for k, v in counts.items() if v != previous.get(k)})
         previous.clear()
         previous.update(counts)
         return same

@@ -186,6 +186,11 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "routing", {"timeout": "5s"}),
     FieldCase(IM, "routing.timeout", "90s"),
     FieldCase(IM, "routing.stickyHeader", "X-Session-ID"),
+    FieldCase(IM, "overflow", {"pool": "{overflow_pool}"}),
+    FieldCase(
+        IM, "overflow.minReplicas", 2, {"overflow": {"pool": "{overflow_pool}", "maxReplicas": 3}}
+    ),
+    FieldCase(IM, "overflow.maxReplicas", 3, {"overflow": {"pool": "{overflow_pool}"}}),
     FieldCase(IM, "scaling", {"maxReplicas": 3}),
     FieldCase(IM, "scaling.minReplicas", 2),
     FieldCase(IM, "scaling.maxReplicas", 6),

@@ -44,7 +44,8 @@ def test_custom_resources_are_never_created_or_deleted_by_the_operator() -> None
 def test_deletes_only_what_a_pool_releases_or_must_replace() -> None:
     """Quotas and policies of namespaces a pool releases; a pool's PriorityClass when its
     value changes (the API server refuses that in place); its Kueue objects when its
-    elastic capacity is unset or a namespace is released."""
+    elastic capacity is unset or a namespace is released; a model's overflow stack
+    when its spec.overflow is unset."""
     deletable = {
         r for rule in rules() if "delete" in rule["verbs"] for r in rule.get("resources", [])
     }
@@ -55,6 +56,11 @@ def test_deletes_only_what_a_pool_releases_or_must_replace() -> None:
         "resourceflavors",
         "clusterqueues",
         "localqueues",
+        "configmaps",
+        "services",
+        "deployments",
+        "poddisruptionbudgets",
+        "horizontalpodautoscalers",
     }
 
 

@@ -24,6 +24,9 @@ POOL_LABEL: Final = f"{GROUP}/pool"
 MODEL_SOURCE_LABEL: Final = f"{GROUP}/model-source"
 # On a pool gateway's objects and pods: the pool's name.
 GATEWAY_LABEL: Final = f"{GROUP}/gateway"
+# On a model's overflow Service (and so its EndpointSlices): the pool whose gateway
+# sends it requests; its pool label names the overflow pool, where its pods run.
+ROUTED_BY_LABEL: Final = f"{GROUP}/routed-by-pool"
 
 # Kueue, which governs a pool's elastic capacity where it is installed: its API, and
 # the label that puts a pod into a LocalQueue (its pod integration gates the pod until

@@ -396,6 +396,17 @@ class Predictive(SpecModel):
     )
 
 
+# minReplicas <= maxReplicas, of the model's own replicas and of its overflow's.
+ORDERED_REPLICAS = Rule(
+    # has(): a null (refused by its own rule) must not make this one fail to run.
+    cel="!has(self.minReplicas) || !has(self.maxReplicas) || "
+    "self.minReplicas <= self.maxReplicas",
+    check=lambda s: s.min_replicas <= s.max_replicas,
+    message="minReplicas must not exceed maxReplicas",
+    field=".minReplicas",
+)
+
+
 class Scaling(SpecModel):
     """Autoscaling on what users feel: waiting requests and tail latency."""
 
@@ -445,14 +456,7 @@ class Scaling(SpecModel):
     )
 
     rules = (
-        Rule(
-            # has(): a null (refused by its own rule) must not make this one fail to run.
-            cel="!has(self.minReplicas) || !has(self.maxReplicas) || "
-            "self.minReplicas <= self.maxReplicas",
-            check=lambda s: s.min_replicas <= s.max_replicas,
-            message="minReplicas must not exceed maxReplicas",
-            field=".minReplicas",
-        ),
+        ORDERED_REPLICAS,
         Rule(
             cel="!has(self.schedules) || !has(self.maxReplicas) || "
             "self.schedules.all(w, w.minReplicas <= self.maxReplicas)",
@@ -491,6 +495,33 @@ class Routing(SpecModel):
     )
 
 
+class Overflow(SpecModel):
+    """A second, small Deployment of the model in another pool, for the requests its own
+    replicas have no slot for."""
+
+    pool: PoolName = Field(
+        description="A TenantPool other than spec.pool that also admits the model's "
+        "namespace. The overflow replicas run on its GPUs, under its quota and its "
+        "network policies; the model's own pool's gateway sends them the requests that "
+        "find every one of the model's replicas busy."
+    )
+    min_replicas: int = Field(
+        default=1,
+        ge=1,
+        le=1000,
+        description="Overflow replicas kept running, even idle, so a spill is served at once.",
+    )
+    max_replicas: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="Most overflow replicas. They scale on their own queue depth: the load "
+        "the spill brings them.",
+    )
+
+    rules = (ORDERED_REPLICAS,)
+
+
 class InferenceModelSpec(SpecModel):
     """One model, served by Triton, in one TenantPool."""
 
@@ -504,8 +535,21 @@ class InferenceModelSpec(SpecModel):
     runtime: Runtime = Field(default_factory=Runtime, description="The Triton server.")
     scaling: Scaling = Field(default_factory=Scaling, description="Autoscaling and warm pool.")
     routing: Routing = Field(default_factory=Routing, description="Routing at the gateway.")
+    overflow: Overflow | None = Field(
+        default=None,
+        description="Requests beyond the model's replicas go to a few replicas in another "
+        "pool instead of waiting (needs the gateway of spec.pool). Unset: they wait in the "
+        "gateway's queue.",
+    )
 
     rules = (
+        Rule(
+            cel="!has(self.overflow) || !has(self.overflow.pool) || "
+            "self.overflow.pool != self.pool",
+            check=lambda s: s.overflow is None or s.overflow.pool != s.pool,
+            message="overflow.pool must name a pool other than spec.pool",
+            field=".overflow.pool",
+        ),
         # Where the model alone decides its maxBatchSize (an override, or no BatchPolicy
         # and so the default), a larger warm-up batch would never load in Triton. With a
         # BatchPolicy and no override, the operator checks it (InvalidBatching).
@@ -547,6 +591,16 @@ class Endpoints(SpecModel):
         default=None, description="The model's own Service, HTTP (the gateway's way in)."
     )
     grpc: str | None = Field(default=None, description="The model's own Service, gRPC.")
+
+
+class OverflowStatus(SpecModel):
+    """The overflow replicas, as their Deployment reports them."""
+
+    pool: str = Field(description="The pool they run in.")
+    replicas: int = Field(default=0, ge=0, description="Overflow replicas that exist.")
+    ready_replicas: int = Field(
+        default=0, ge=0, description="Overflow replicas ready to take spilled requests."
+    )
 
 
 class InferenceModelStatus(SpecModel):
@@ -630,6 +684,9 @@ class InferenceModelStatus(SpecModel):
     )
     open_schedules: list[str] = Field(
         default_factory=list, description="Scheduled windows open now."
+    )
+    overflow: OverflowStatus | None = Field(
+        default=None, description="The overflow replicas (with spec.overflow)."
     )
 
 

@@ -25,6 +25,9 @@ ApiError = ApiException
 # Failures that are the API server's, not the request's: unreachable (0, see _call),
 # shedding load or starting (429), failing or timing out (5xx).
 TRANSIENT_STATUSES = frozenset({0, 429, 500, 502, 503, 504})
+# Refusals by the API server that no retry can cure: the rendered object is invalid or
+# forbidden as it stands.
+TERMINAL_API_STATUSES = frozenset({400, 403, 404, 422})
 
 
 def api_message(exc: ApiException) -> str:

@@ -33,6 +33,7 @@ from shoal.render.gateway_config import (
 )
 from shoal.render.gateway_plan import gateway_config, route, unique_routes
 from shoal.render.haproxy import GatewayConfigError, haproxy_config
+from shoal.render.overflow import overflow_name
 from shoal.state import Operator
 
 GATEWAY_KINDS = {
@@ -76,7 +77,10 @@ def route_of(op: Operator, body: dict[str, Any]) -> Route | None:
             policy = parse_object(BatchPolicy, found).spec
         except ValidationError:
             return None
-    return route(model, policy, servers_of(op, namespace, model.metadata.name))
+    overflow: tuple[Server, ...] = ()
+    if model.spec.overflow is not None:
+        overflow = servers_of(op, namespace, overflow_name(model.metadata.name))
+    return route(model, policy, servers_of(op, namespace, model.metadata.name), overflow)
 
 
 def routes_of(op: Operator, models: list[dict[str, Any]], tenants: list[str]) -> tuple[Route, ...]:

@@ -21,11 +21,12 @@ from shoal.api.common import parse_duration, parse_object
 from shoal.api.constants import API_VERSION, MODEL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
-from shoal.kube.client import ApiError, api_message
+from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
 from shoal.metrics.status import metrics_status
 from shoal.reconcile.autoscaler_state import AUTOSCALER_READY, autoscaler_condition
 from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.elastic import model_queue
+from shoal.reconcile.overflow import OverflowState, converge_overflow
 from shoal.reconcile.pool import isolation_objects
 from shoal.reconcile.replica_state import (
     FETCHING,
@@ -53,10 +54,6 @@ from shoal.state import POOL_GATHER_SECONDS, Operator
 
 log = logging.getLogger(__name__)
 
-# Refusals by the API server that no retry can cure: the rendered object is invalid or
-# forbidden as it stands.
-TERMINAL_API_STATUSES = frozenset({400, 403, 404, 422})
-
 
 @dataclass(frozen=True)
 class Outcome:
@@ -77,6 +74,8 @@ class Outcome:
     max_batch_size: int | None = None
     # AutoscalerReady, from the HPA's ScalingActive (shoal.reconcile.autoscaler_state).
     autoscaler: Cond | None = None
+    # OverflowReady and status.overflow, where the model names an overflow pool.
+    overflow: OverflowState | None = None
 
 
 # Ready=False reasons of a model whose replicas are still on their way: no warning.
@@ -314,6 +313,7 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         next_change=upcoming,
         max_batch_size=batching.max_batch_size,
         autoscaler=autoscaler_condition(autoscaler),
+        overflow=converge_overflow(op, model, batching, pool),
     )
     if idle:
         return scaled_to_zero(outcome, pool, model.spec.runtime.gpus, now)
@@ -402,6 +402,9 @@ def model_status(
     if outcome.autoscaler is not None:
         conditions.append(outcome.autoscaler)
     fields: dict[str, Any] = {}
+    if outcome.overflow is not None:
+        conditions.append(outcome.overflow.condition)
+        fields["overflow"] = outcome.overflow.status
     if outcome.deployment is not None and model is not None:
         if metrics is not None:
             fields.update({key: metrics[0].get(key) for key in METRIC_FIELDS})

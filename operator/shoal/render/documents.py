@@ -18,11 +18,13 @@ from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.gateway.keys import Issuer, PublicKey
+from shoal.render.batching import effective_batching
 from shoal.render.desired import model_objects, pool_objects
 from shoal.render.gateway import GatewaySite, gateway_objects
 from shoal.render.gateway_config import Route
 from shoal.render.gateway_plan import gateway_config, route, unique_routes
 from shoal.render.haproxy import haproxy_config
+from shoal.render.overflow import overflow_objects
 from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS, tenant_objects
 
 
@@ -98,6 +100,15 @@ def render_documents(
             out += model_objects(model, policy_spec, model_pool)
         except ValueError as exc:
             raise RenderError(f"{where}: {exc}") from None
+        overflow = model.spec.overflow
+        if overflow is not None:
+            spill_pool = pools.get(overflow.pool)
+            if spill_pool is None:
+                raise RenderError(
+                    f"{where}: overflow TenantPool {overflow.pool!r} is not among the files"
+                )
+            batching = effective_batching(model, policy_spec)
+            out += overflow_objects(model, batching, spill_pool, site.namespace)
         # No replica is ready in a preview: the routes have no servers yet.
         planned = route(model, policy_spec, ())
         if planned is not None:

@@ -57,10 +57,13 @@ def backend_name(namespace: str, name: str) -> str:
 
 
 def route(
-    model: InferenceModel, policy: BatchPolicySpec | None, servers: tuple[Server, ...]
+    model: InferenceModel,
+    policy: BatchPolicySpec | None,
+    servers: tuple[Server, ...],
+    overflow: tuple[Server, ...] = (),
 ) -> Route | None:
-    """The route to one model, or None when its batching does not fit (its own pass
-    reports that)."""
+    """The route to one model (to its ready ``overflow`` replicas too, when it has
+    some), or None when its batching does not fit (its own pass reports that)."""
     try:
         batching = effective_batching(model, policy)
     except ValueError:
@@ -78,6 +81,7 @@ def route(
         priority_levels=levels,
         default_priority=(batching.default_priority or levels) if levels else 0,
         sticky_header=model.spec.routing.sticky_header,
+        overflow=overflow,
     )
 
 

@@ -20,7 +20,12 @@ SERVING_CONTAINER, FETCH_CONTAINER = "triton", "fetch-model"
 
 
 def config_map_name(model: InferenceModel) -> str:
-    return f"{model.metadata.name}-model-config"
+    return model_config_name(model.metadata.name)
+
+
+def model_config_name(model_name: str) -> str:
+    """The ConfigMap holding config.pbtxt of the stack named ``model_name``."""
+    return f"{model_name}-model-config"
 
 
 def pool_priority_class(pool_name: str) -> str:

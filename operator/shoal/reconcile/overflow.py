@@ -1,0 +1,155 @@
+"""A model's overflow replicas, part of the model's pass: their stack applied in the
+overflow pool when it may run there (the pool exists, admits the namespace and its
+quota fits them, and the model's own pool has the gateway that spills to them),
+removed when it may not or is no longer asked for, and what the model's status says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from shoal.api.admission import refusals
+from shoal.api.batchpolicy import BatchPolicySpec
+from shoal.api.common import parse_object
+from shoal.api.inferencemodel import InferenceModel, Overflow
+from shoal.api.tenantpool import TenantPool
+from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
+from shoal.reconcile.conditions import Cond
+from shoal.reconcile.elastic import model_queue
+from shoal.reconcile.pool import isolation_objects
+from shoal.render.names import model_config_name
+from shoal.render.overflow import overflow_name, overflow_objects, overflow_twin
+from shoal.state import Operator
+
+OVERFLOW_READY = "OverflowReady"
+# The twin's objects, by kind, with the name each has (from the twin's name).
+KINDS = (
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("v1", "ConfigMap"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+)
+# The twin's refusals speak of its own fields; the user set them under spec.overflow.
+_FIELDS = (
+    ("spec.pool", "spec.overflow.pool"),
+    ("spec.scaling.minReplicas", "spec.overflow.minReplicas"),
+    ("spec.scaling.maxReplicas", "spec.overflow.maxReplicas"),
+)
+
+
+@dataclass(frozen=True)
+class OverflowState:
+    """What the model's status says about its overflow replicas."""
+
+    condition: Cond
+    status: dict[str, Any] | None = None
+
+
+def _refused(reason: str, message: str) -> OverflowState:
+    return OverflowState(Cond(OVERFLOW_READY, "False", reason, message))
+
+
+def _overflow_pool(
+    op: Operator, model: InferenceModel, overflow: Overflow, own_pool: TenantPool
+) -> TenantPool | OverflowState:
+    """The overflow pool, or why the overflow replicas cannot run there."""
+    if not own_pool.spec.gateway.enabled:
+        return _refused(
+            "GatewayDisabled",
+            f"Overflow replicas take the requests pool {own_pool.metadata.name}'s gateway "
+            "spills to them, and that gateway is disabled.",
+        )
+    body = op.cache.get("TenantPool", overflow.pool)
+    if body is None:
+        return _refused("TenantPoolNotFound", f"TenantPool {overflow.pool!r} does not exist.")
+    try:
+        pool = parse_object(TenantPool, body)
+    except ValidationError as exc:
+        return _refused("InvalidTenantPool", f"TenantPool {overflow.pool!r} is invalid: {exc}")
+    namespace = model.metadata.namespace or ""
+    ns = op.cache.get("Namespace", namespace) or {}
+    labels = dict((ns.get("metadata") or {}).get("labels") or {})
+    found = refusals(pool, overflow_twin(model, overflow), labels)
+    if found:
+        message = "; ".join(found)
+        for twin_field, own_field in _FIELDS:
+            message = message.replace(twin_field, own_field)
+        return _refused("NotAdmitted", message)
+    return pool
+
+
+def remove_overflow(op: Operator, model: InferenceModel) -> None:
+    """Delete whatever the model's overflow stack left (the cache says what exists)."""
+    namespace = model.metadata.namespace or ""
+    name = overflow_name(model.metadata.name)
+    for api_version, kind in KINDS:
+        each = model_config_name(name) if kind == "ConfigMap" else name
+        if op.cache.has(kind, each, namespace):
+            op.kube.delete(
+                {
+                    "apiVersion": api_version,
+                    "kind": kind,
+                    "metadata": {"name": each, "namespace": namespace},
+                }
+            )
+
+
+def converge_overflow(
+    op: Operator, model: InferenceModel, batching: BatchPolicySpec, own_pool: TenantPool
+) -> OverflowState | None:
+    """Apply or remove the model's overflow stack; None when it asks for none."""
+    overflow = model.spec.overflow
+    if overflow is None:
+        remove_overflow(op, model)
+        return None
+    found = _overflow_pool(op, model, overflow, own_pool)
+    if isinstance(found, OverflowState):
+        remove_overflow(op, model)
+        return found
+    pool = found
+    namespace = model.metadata.namespace or ""
+    queue = model_queue(pool, lambda: op.kueue.served(op.kube))
+    desired = overflow_objects(
+        model, batching, pool, op.settings.gateway.namespace, op.settings.serving_images, queue
+    )
+    deployment: dict[str, Any] = {}
+    try:
+        # The overflow pool's isolation holds in the namespace before its pods exist.
+        with op.isolation_lock(pool.metadata.name, namespace):
+            for obj in isolation_objects(op, pool, namespace):
+                op.kube.apply(obj)
+        for obj in desired:
+            live = op.kube.apply(obj)
+            if obj["kind"] == "Deployment":
+                deployment = live
+    except ApiError as exc:
+        if exc.status in TERMINAL_API_STATUSES:
+            return _refused(
+                "ApplyFailed",
+                f"Applying the overflow replicas failed: {exc.status} {exc.reason}: "
+                f"{api_message(exc)}",
+            )
+        raise  # transient: the pass is retried with backoff
+    rollout = deployment.get("status") or {}
+    ready, replicas = rollout.get("readyReplicas", 0), rollout.get("replicas", 0)
+    status = {"pool": pool.metadata.name, "replicas": replicas, "readyReplicas": ready}
+    if ready:
+        cond = Cond(
+            OVERFLOW_READY,
+            "True",
+            "Available",
+            f"{ready} overflow replicas ready in pool {pool.metadata.name}.",
+        )
+    else:
+        cond = Cond(
+            OVERFLOW_READY,
+            "False",
+            "NoReplicasAvailable",
+            f"No overflow replica is ready yet in pool {pool.metadata.name}.",
+        )
+    return OverflowState(cond, status)

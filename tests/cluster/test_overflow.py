@@ -1,0 +1,131 @@
+"""A model's overflow replicas on the real cluster with the real operator: refused while
+the overflow pool does not admit the namespace, then a twin stack in that pool (its
+PriorityClass, so its quota counts them), routed by the model's own pool's gateway, and
+removed when spec.overflow is unset. That the gateway spills to them is shown on the
+real haproxy and tritonserver processes in tests/e2e/test_gateway_overflow.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from e2e.operator import OperatorProcess
+from kubernetes import client
+
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_name
+from shoal.render.names import pool_priority_class
+from tests.support.shoal_objects import Shoal, condition, inference_model
+from tests.support.wait import wait_for
+
+IM = "InferenceModel"
+TWIN = "ranker-overflow"
+
+
+def _overflow(shoal: Shoal, namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    model = shoal.get(IM, "ranker", namespace)
+    return condition(model, "OverflowReady"), (model.get("status") or {}).get("overflow") or {}
+
+
+def _gateway_config(core: client.CoreV1Api, pool: str) -> str:
+    found = core.read_namespaced_config_map(gateway_name(pool), DEFAULT_GATEWAY_NAMESPACE)
+    return str((found.data or {}).get("haproxy.cfg", ""))
+
+
+def _twin_objects(api: client.ApiClient, namespace: str) -> list[str]:
+    """The twin's objects that still exist, as "Kind name"."""
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    listings: dict[str, Callable[..., Any]] = {
+        "ConfigMap": core.list_namespaced_config_map,
+        "Deployment": apps.list_namespaced_deployment,
+        "HPA": client.AutoscalingV2Api(api).list_namespaced_horizontal_pod_autoscaler,
+        "NetworkPolicy": client.NetworkingV1Api(api).list_namespaced_network_policy,
+        "PDB": client.PolicyV1Api(api).list_namespaced_pod_disruption_budget,
+        "Service": core.list_namespaced_service,
+    }
+    selector = f"shoal.dev/model={TWIN}"
+    return [
+        f"{kind} {item.metadata.name}"
+        for kind, listing in listings.items()
+        for item in listing(namespace, label_selector=selector).items
+    ]
+
+
+def test_a_model_overflows_into_a_pool_that_admits_it_and_unset_removes_the_twin(
+    api: client.ApiClient, operator: OperatorProcess, core: client.CoreV1Api, namespace: str
+) -> None:
+    shoal = Shoal(api)
+    with shoal.pool([namespace], gpus=4) as own, shoal.pool(["elsewhere"], gpus=4) as spill:
+        body = inference_model("ranker", own)
+        body["spec"]["overflow"] = {"pool": spill, "maxReplicas": 2}
+        shoal.create(body, namespace)
+        refused, _ = wait_for(
+            "the overflow refused: its pool does not admit the namespace",
+            lambda: _overflow(shoal, namespace),
+            lambda seen: seen[0].get("reason") == "NotAdmitted",
+            timeout=60,
+        )
+        assert refused["status"] == "False"
+        assert refused["message"].startswith(f"spec.overflow.pool: TenantPool {spill}"), refused
+        assert _twin_objects(api, namespace) == []
+        # The model itself serves meanwhile.
+        assert condition(shoal.get(IM, "ranker", namespace), "Ready").get("status") == "True"
+
+        shoal.patch("TenantPool", spill, {"spec": {"tenants": {"namespaces": [namespace]}}})
+        ready, status = wait_for(
+            "the overflow replica ready in the overflow pool",
+            lambda: _overflow(shoal, namespace),
+            lambda seen: seen[0].get("status") == "True",
+            timeout=90,
+        )
+        assert status == {"pool": spill, "replicas": 1, "readyReplicas": 1}, status
+        assert ready["message"] == f"1 overflow replicas ready in pool {spill}.", ready
+        assert _twin_objects(api, namespace) == [
+            f"ConfigMap {TWIN}-model-config",
+            f"Deployment {TWIN}",
+            f"HPA {TWIN}",
+            f"NetworkPolicy {TWIN}",
+            f"PDB {TWIN}",
+            f"Service {TWIN}",
+        ]
+        (pod,) = core.list_namespaced_pod(namespace, label_selector=f"shoal.dev/model={TWIN}").items
+        assert pod.spec.priority_class_name == pool_priority_class(spill)
+        assert (pod.metadata.labels or {})["shoal.dev/pool"] == spill
+        # The overflow pool's quota in the namespace counts the replica's GPU.
+        quota = wait_for(
+            "the overflow pool's quota to count the replica",
+            lambda: core.read_namespaced_resource_quota(pool_priority_class(spill), namespace),
+            lambda q: (q.status.used or {}).get("requests.nvidia.com/gpu") == "1",
+            timeout=30,
+        )
+        assert (quota.spec.hard or {}).get("requests.nvidia.com/gpu") == "4"
+        # The model's own pool's gateway routes the spill to the ready replica.
+        backend = f"backend m_{namespace}_ranker_overflow"
+        config = wait_for(
+            "the own pool's gateway to list the overflow replica",
+            lambda: _gateway_config(core, own),
+            lambda text: backend in text and f" {pod.status.pod_ip}:8000 " in text,
+            timeout=60,
+        )
+        assert f"{pod.metadata.name} {pod.status.pod_ip}:8000" in config
+        assert backend not in _gateway_config(core, spill)
+
+        shoal.patch(IM, "ranker", {"spec": {"overflow": None}}, namespace)
+        wait_for(
+            "the twin's objects removed",
+            lambda: _twin_objects(api, namespace),
+            lambda left: left == [],
+            timeout=60,
+        )
+        wait_for(
+            "the model's status to say no more of an overflow",
+            lambda: _overflow(shoal, namespace),
+            lambda seen: seen == ({}, {}),
+            timeout=30,
+        )
+        wait_for(
+            "the gateway to route no more to an overflow",
+            lambda: _gateway_config(core, own),
+            lambda text: "_overflow" not in text,
+            timeout=60,
+        )
+        shoal.delete(IM, "ranker", namespace)
