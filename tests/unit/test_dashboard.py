@@ -36,6 +36,7 @@ def test_every_shoal_series_in_the_dashboard_is_recorded() -> None:
         "Mean queue time",
         "Elastic capacity: GPUs",
         "waiting for quota",
+        "spilled to overflow replicas",
     ):
         assert topic in titles
     # The predictive panels read the operator's own gauges, which it exports by name.

@@ -36,9 +36,12 @@ RATE_WINDOW = "1m"
 REQUIRED_REPLICAS_SERIES = "shoal_model_required_replicas"
 GATEWAY_MODEL = "pool, namespace, inferencemodel"
 GATEWAY_TENANT = "pool, namespace"
-# Namespaces and InferenceModel names hold no "_": the backend names split cleanly.
+# Namespaces and InferenceModel names hold no "_": the backend names split cleanly. A
+# model's overflow replicas (``..._overflow``, ``..._overflow_grpc``) count as the model.
 ROUTE_PROXY = "m_.+"
-ROUTE_NAMES = ("m_([^_]+)_.+", "m_[^_]+_([^_]+)(?:_grpc)?")
+ROUTE_NAMES = ("m_([^_]+)_.+", "m_[^_]+_([^_]+)(?:_overflow)?(?:_grpc)?")
+OVERFLOW_PROXY = ',proxy=~"m_.+_overflow(?:_grpc)?"'
+OWN_PROXY = ',proxy!~"m_.+_overflow(?:_grpc)?"'
 GATE_PROXY = "gate_.+"
 FIVE_XX = ',code="5xx"'
 
@@ -106,14 +109,24 @@ def gateway_rules() -> list[dict[str, str]]:
             "shoal:gateway_response_seconds:model",
             f"max by ({GATEWAY_MODEL}) ({_by_route('haproxy_backend_total_time_average_seconds')})",
         ),
-        # Requests waiting at the gateways for a free replica slot: demand Triton's own
-        # queue cannot see (it holds at most what the gateway lets through to it). A
-        # model without gateway series gets 0, so that the HPA's metric always exists
-        # (an HPA missing one of its metrics does not scale down).
+        # Requests the model's replicas had no slot for, sent to its overflow replicas
+        # in another pool (spec.overflow).
+        _rule(
+            "shoal:gateway_spill_rate:model",
+            f"sum by ({GATEWAY_MODEL}) "
+            f"({_by_route('haproxy_backend_http_requests_total', OVERFLOW_PROXY, rate=True)})",
+        ),
+        # Requests waiting at the gateways for a free replica slot, and those its
+        # overflow replicas serve now because it had none: demand Triton's own queue
+        # cannot see (it holds at most what the gateway lets through to it), and what
+        # the model's own HPA scales up to take back. A model without gateway series
+        # gets 0, so that the HPA's metric always exists (an HPA missing one of its
+        # metrics does not scale down).
         _rule(
             "shoal:gateway_queue_depth:model",
             "label_replace(sum by (namespace, inferencemodel) "
-            f"({_by_route('haproxy_backend_current_queue')}) "
+            f"({_by_route('haproxy_backend_current_queue', OWN_PROXY)} "
+            f"or {_by_route('haproxy_backend_current_sessions', OVERFLOW_PROXY)}) "
             "or 0 * sum by (namespace, inferencemodel) (nv_inference_pending_request_count), "
             '"service", "$1", "inferencemodel", "(.*)")',
         ),
