@@ -1,4 +1,4 @@
-"""The pool gateway on the real engine: its eight behaviours, measured side by side.
+"""The pool gateway on the real engine: its nine behaviours, measured side by side.
 
 Every figure comes from real processes on this machine: haproxy 2.6 (Debian's) rendered
 and reloaded by Shoal's own code, tritonserver serving the linear-cost Python model, and
@@ -16,6 +16,8 @@ run longer, and where a behaviour needs a control it is measured in the same run
 6. limits changed (new configurations, reloaded) under load;
 7. identity: bad tokens, another tenant's model, another tenant's limit;
 8. scaling: servers added and removed (reloaded) under load;
+9. overflow: a saturated model's throughput at a P95 target with an overflow replica
+   in another pool, against the same route without one;
 and two gateway replicas, peered, enforcing one tenant's rate and concurrency together,
 with the replication delay.
 
@@ -55,6 +57,8 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
     o, f, p = r["overhead"], r["fairness"], r["priority"]
     e, w, lc = r["ejection"], r["runaway"], r["limits_change"]
     i, s, rep = r["identity"], r["scaling"], r["replicas"]
+    spill = r["overflow"]
+    spill_best = spill["throughput_at_target"]
 
     def row(name: str, measured: str, target: str, met: bool) -> dict[str, Any]:
         return {"behaviour": name, "measured": measured, "target": target, "met": met}
@@ -145,6 +149,15 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             s["failed"] == 0,
         ),
         row(
+            "overflow: throughput at P95 target",
+            f"{spill['throughput_ratio']:.2f}x without ({spill_best['with']:.0f} vs "
+            f"{spill_best['without']:.0f} req/s), {spill['with_overflow_share']:.0%} sent "
+            f"to the overflow replica, errors {spill['errors']['with']} and "
+            f"{spill['errors']['without']}",
+            ">= 1.8x, 0 errors",
+            spill["throughput_ratio"] >= 1.8 and not any(spill["errors"].values()),
+        ),
+        row(
             "two replicas: one rate limit",
             f"{rep['admitted_rps_total']:.1f} req/s together "
             f"({rep['admitted_rps_per_replica'][0]:.1f} + "
@@ -198,6 +211,11 @@ def main() -> None:
         "scaling": lambda w: scenarios.scaling(w, hold_s=3.0 if quick else 6.0),
         "replicas": lambda w: scenarios.replicas(
             w, seconds=10.0 if quick else 20.0, delay_samples=20 if quick else 100
+        ),
+        "overflow": lambda w: scenarios.overflow(
+            w,
+            levels=(8, 16, 24, 32, 40) if quick else (8, 16, 24, 32, 40, 48),
+            seconds=2.0 if quick else 4.0,
         ),
     }
     only = [name for name in args.only.split(",") if name]

@@ -225,6 +225,8 @@ def gateway_doc_block() -> str:
     each target."""
     data = _load("gateway.json")
     o, p, rep = data["overhead"], data["priority"], data["replicas"]
+    spill = data["overflow"]
+    spill_levels = [point["concurrency"] for point in spill["ladders"]["with"]]
     lines = [
         *gateway(data)[2:],
         "",
@@ -237,6 +239,21 @@ def gateway_doc_block() -> str:
         f"in the gateway's queue at P95: {p['high_loaded_queue_p95_ms']} ms. The same load "
         "without lanes: top-lane P95 "
         f"{data['priority_without_lanes']['high_gateway_p95_ratio']}x unloaded.",
+        f"- Overflow: {spill['model']}, at most {spill['server_maxconn']} requests in "
+        f"flight on each replica, P95 target {spill['p95_target_ms']:g} ms, "
+        f"{spill_levels[0]} to {spill_levels[-1]} clients; "
+        f"{spill['throughput_at_target']['without']:g} req/s at the target on the model's "
+        f"one replica, {spill['throughput_at_target']['with']:g} with one overflow replica "
+        "beside it, which served "
+        f"{spill['with_backend_requests']['overflow']} of the "
+        f"{spill['with_backend_requests']['own'] + spill['with_backend_requests']['overflow']}"
+        " requests; spilled while the clients fit one replica's slots: "
+        + ", ".join(
+            f"{point['overflow_share']:.0%} at {point['concurrency']}"
+            for point in spill["ladders"]["with"]
+            if point["concurrency"] <= spill["server_maxconn"]
+        )
+        + ".",
         f"- Replication delay between two replicas: {rep['replication_delay_ms']['p50']} ms "
         f"median, {rep['replication_delay_ms']['max']} ms max over "
         f"{rep['replication_delay_ms']['samples']} requests (from the request sent to its "

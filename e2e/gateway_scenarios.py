@@ -13,12 +13,14 @@ measured.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import statistics
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,10 @@ import httpx
 
 from e2e import gateway as gw
 from e2e.linear_model import BODY
+from e2e.triton import TritonServer
 from shoal.gateway import haproxy as runner
 from shoal.render.gateway_config import Limits
+from shoal.render.haproxy import overflow_backend
 
 INFER = "/v2/models/{}/infer"
 
@@ -867,6 +871,149 @@ def replicas(
         "concurrency_cap": concurrency,
         "peak_in_flight_both_replicas": peak["in_flight"],
         "slow_statuses": {str(k): v for k, v in gw.statuses(results).items()},
+    }
+
+
+# --- 9. overflow --------------------------------------------------------------------
+
+
+def _executed(server: TritonServer, model: str) -> int:
+    """Requests ``model`` has answered on one tritonserver, by its own statistics."""
+    stats = httpx.get(f"{server.http_url}/v2/models/{model}/stats", timeout=10).json()
+    return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
+
+
+def _burst(
+    clients: Sequence[httpx.Client], path: str, hdrs: dict[str, str], seconds: float
+) -> tuple[list[gw.Sample], float]:
+    """A closed loop (as :func:`gw.closed_loop`) on clients made beforehand, all starting
+    at once: making an httpx client costs about 20 ms of the interpreter (its TLS
+    context loads the CA bundle), so halves of a second that made 48 clients each would
+    spend most of their time starting up, and the more so the higher the level."""
+    samples: list[gw.Sample] = []
+    lock = threading.Lock()
+    go = threading.Barrier(len(clients) + 1)
+    stop = [0.0]
+
+    def client(http: httpx.Client) -> None:
+        local = []
+        go.wait()
+        while time.monotonic() < stop[0]:
+            local.append(gw.send(http, path, hdrs, ""))
+        with lock:
+            samples.extend(local)
+
+    threads = [threading.Thread(target=client, args=(http,)) for http in clients]
+    for t in threads:
+        t.start()
+    started = time.monotonic()
+    stop[0] = started + seconds
+    go.wait()
+    for t in threads:
+        t.join()
+    return samples, time.monotonic() - started
+
+
+def overflow(
+    workdir: Path,
+    *,
+    levels: Sequence[int] = (8, 16, 24, 32, 40, 48),
+    seconds: float = 2.0,
+    p95_target_ms: float = 100.0,
+    server_maxconn: int = 16,
+) -> dict[str, Any]:
+    """A model whose only replica is saturated, with and without an overflow replica in
+    another, idle, pool: throughput at a P95 target through the gateway (token
+    verified), level by level in alternating halves, and where the requests went.
+
+    Two tritonservers serve the same model: the first stands for the model's only
+    replica in its own, saturated pool, the second for its overflow replica in a pool
+    with room to spare. The model is the overhead scenario's, 20 ms + 1 ms an item in
+    batches of up to 8 on one instance: a sleep, standing for a small model's batched
+    forward pass on a GPU, which costs the GPU's time and not this machine's CPU. At
+    ``server_maxconn`` (16) in flight a replica is two batches deep, its P95 about three
+    batches (~85 ms, just under the 100 ms target), and it tops out near 230 requests a
+    second: more clients only wait in the gateway's queue. With the overflow replica,
+    the requests over those 16 go to the second replica instead of the queue, so the
+    P95 holds until both are full (32 clients).
+
+    Two gateways run side by side on routes that differ only in ``overflow`` (empty, or
+    the second server), so no half waits for a reload; only one carries load at a time.
+    Each side's clients are made once (:func:`_burst`), and a point's throughput is its
+    successful requests over the time its halves took, up to their last answer."""
+    model = gw.Model("linear", base_ms=20, per_item_ms=1, max_batch_size=8, max_queue_delay="2ms")
+    tenants = {"team-a": Limits()}
+    with gw.tritons(workdir / "triton", [model], replicas=2) as servers:
+        own, spare = gw.servers_of(servers)
+        plain = gw.route("team-a", model.name, [own], server_maxconn=server_maxconn)
+        spilling = dataclasses.replace(plain, overflow=(spare,))
+        with (
+            gw.gateway(workdir / "without", tenants, [plain]) as without,
+            gw.gateway(workdir / "with", tenants, [spilling]) as with_,
+            ExitStack() as stack,
+        ):
+            path = INFER.format(model.name)
+            sides = {
+                name: (gateway.replicas[0].url, gw.headers(gateway.token("team-a")))
+                for name, gateway in (("without", without), ("with", with_))
+            }
+            clients = {
+                name: [
+                    stack.enter_context(httpx.Client(base_url=url, timeout=60))
+                    for _ in range(max(levels))
+                ]
+                for name, (url, _) in sides.items()
+            }
+            # Both Python-backend instances warmed, and every client's connection made.
+            for server in servers:
+                gw.closed_loop(server.http_url, path, {}, 8, 0.5)
+            for name, (_, hdrs) in sides.items():
+                _burst(clients[name], path, hdrs, 0.3)
+            spill_backend = overflow_backend(spilling)
+            spill_before = int(with_.replicas[0].stat(spill_backend)["stot"])
+            own_before = int(with_.replicas[0].stat(spilling.backend)["stot"])
+            ladders: dict[str, list[dict[str, Any]]] = {name: [] for name in sides}
+            spare_served = {name: 0 for name in sides}
+            for level in levels:
+                pooled: dict[str, list[gw.Sample]] = {name: [] for name in sides}
+                spent = {name: 0.0 for name in sides}
+                spilled = {name: 0 for name in sides}
+                # Alternating halves (without, with, without, with), as in overhead.
+                for _ in range(2):
+                    for name, (_, hdrs) in sides.items():
+                        before = _executed(servers[1], model.name)
+                        samples, elapsed = _burst(clients[name][:level], path, hdrs, seconds / 2)
+                        pooled[name] += samples
+                        spent[name] += elapsed
+                        spilled[name] += _executed(servers[1], model.name) - before
+                for name in sides:
+                    point = _point(level, pooled[name], spent[name])
+                    ok = sum(1 for s in pooled[name] if s.status == 200)
+                    point["overflow_share"] = round(spilled[name] / ok, 3) if ok else 0.0
+                    ladders[name].append(point)
+                    spare_served[name] += spilled[name]
+            stats = with_.replicas[0]
+            spill_served = int(stats.stat(spill_backend)["stot"]) - spill_before
+            own_served = int(stats.stat(spilling.backend)["stot"]) - own_before
+            without_backends = {row["pxname"] for row in without.replicas[0].stats()}
+    best = {name: _at_target(points, p95_target_ms) for name, points in ladders.items()}
+    ratio = best["with"] / best["without"] if best["without"] else 0.0
+    total = own_served + spill_served
+    return {
+        "model": "20 ms + 1 ms/item, max batch 8, 2 ms delay, one instance a replica",
+        "server_maxconn": server_maxconn,
+        "p95_target_ms": p95_target_ms,
+        "seconds_per_point": seconds,
+        "ladders": ladders,
+        "throughput_at_target": best,
+        "throughput_ratio": round(ratio, 3),
+        "errors": {name: sum(p["errors"] for p in points) for name, points in ladders.items()},
+        # HAProxy's counts of the "with" gateway's two backends over the ladder.
+        "with_backend_requests": {"own": own_served, "overflow": spill_served},
+        "with_overflow_share": round(spill_served / total, 3) if total else 0.0,
+        "without_has_overflow_backend": spill_backend in without_backends,
+        # Requests the overflow replica's tritonserver answered during each side's halves.
+        "overflow_replica_requests": spare_served,
     }
 
 

@@ -399,8 +399,7 @@ class Predictive(SpecModel):
 # minReplicas <= maxReplicas, of the model's own replicas and of its overflow's.
 ORDERED_REPLICAS = Rule(
     # has(): a null (refused by its own rule) must not make this one fail to run.
-    cel="!has(self.minReplicas) || !has(self.maxReplicas) || "
-    "self.minReplicas <= self.maxReplicas",
+    cel="!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
     check=lambda s: s.min_replicas <= s.max_replicas,
     message="minReplicas must not exceed maxReplicas",
     field=".minReplicas",
