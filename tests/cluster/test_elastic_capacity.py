@@ -579,6 +579,58 @@ def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_abov
         shoal.delete("TenantPool", name)
 
 
+def test_models_grown_above_their_warm_pools_come_down_to_a_lowered_window_together(
+    kueue: None,
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    gpu_nodes: list[client.V1Node],
+) -> None:
+    """Two models of a 4-GPU pool (no cohort), each with a warm pool of 1 raised to 2 by
+    an open schedule, hold all 4 GPUs. A window of 3: each one's share (3 less the
+    other's warm pool of 1) is 2 and would keep all 4 above the quota; together they
+    give back the one GPU over it, the first by name on a tie, so 3 keep running and
+    none is preempted or evicted."""
+    shoal = Shoal(api)
+    name = f"grown-{uuid.uuid4().hex[:6]}"
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4}))
+    always = {"name": "always", "start": "0 0 * * *", "duration": "24h", "minReplicas": 2}
+    try:
+        wait_mode(shoal, name, "Kueue")
+        for each in ("alpha", "beta"):
+            body = model(each, name, 1)
+            body["spec"]["scaling"]["schedules"] = [always]
+            shoal.create(body, namespace)
+            wait_running(core, namespace, each, 2, "admitted and running")
+        before = {
+            p.metadata.uid for each in ("alpha", "beta") for p in running(core, namespace, each)
+        }
+        opens = add_window(shoal, name, {"gpus": 4}, duration="1m", gpus=3)
+        time.sleep(max(0.0, -seconds_since(opens)))
+        kept = wait_for(
+            "the models to come down to the window's 3 GPUs together",
+            lambda: {
+                each: {p.metadata.uid for p in pods(core, namespace, each)}
+                for each in ("alpha", "beta")
+            },
+            lambda seen: [len(seen["alpha"]), len(seen["beta"])] == [1, 2],
+            timeout=60,
+        )
+        reasons = [
+            e.reason or ""
+            for e in core.list_namespaced_event(namespace).items
+            if e.last_timestamp is None or e.last_timestamp >= opens
+        ]
+        preempted = [r for r in reasons if "Preempt" in r or "Evict" in r]
+        assert not preempted, preempted
+        assert kept["alpha"] | kept["beta"] <= before, "a replica that fit was replaced"
+    finally:
+        for each in ("alpha", "beta"):
+            shoal.delete("InferenceModel", each, namespace)
+        shoal.delete("TenantPool", name)
+
+
 def test_a_window_of_no_gpus_parks_the_models_and_its_end_brings_them_back(
     kueue: None,
     api: client.ApiClient,

@@ -22,12 +22,13 @@ from shoal.render.batching import effective_batching
 from shoal.render.desired import batched_model_objects, model_objects
 from shoal.render.elastic import (
     NO_NAMESPACE,
+    Holding,
     Nominal,
     capacity_figures,
     cluster_queue,
     elastic_objects,
     gpu_ceiling,
-    model_gpu_ceiling,
+    model_gpu_ceilings,
     next_capacity_change,
     nominal_at,
     parked,
@@ -374,12 +375,30 @@ def test_each_model_of_a_pool_without_a_cohort_stops_at_its_share() -> None:
     assert warm_pool_gpus({"scaling": {"minReplicas": 3}, "runtime": {"gpus": 2}}) == 6
     assert warm_pool_gpus({}) == 1
     assert warm_pool_gpus({"runtime": {"gpus": 0}}) == 0
-    # A window of 2 GPUs, another model's warm pool of 1: this one may grow to 1 GPU;
-    # where the others' warm pools exceed the window, to none (its HPA keeps one).
-    assert model_gpu_ceiling(2, 1) == 1
-    assert model_gpu_ceiling(4, 1) == 3
-    assert model_gpu_ceiling(2, 3) == 0
-    assert model_gpu_ceiling(4, 0) == 4
+    a, b = ("ns", "a"), ("ns", "b")
+    # Within the quota: each may grow into all but the other's warm pool.
+    assert model_gpu_ceilings(4, [Holding(a, 1, 1), Holding(b, 3, 3)]) == {a: 1, b: 3}
+    assert model_gpu_ceilings(4, [Holding(a, 1, 0)]) == {a: 4}
+    # A window of 2 GPUs under warm pools of 1 and 3: a's share is none (its HPA keeps
+    # one replica), b's 1; nothing is above a warm pool to give back.
+    assert model_gpu_ceilings(2, [Holding(a, 1, 1), Holding(b, 3, 3)]) == {a: 0, b: 1}
+
+
+def test_models_above_their_warm_pools_give_back_what_a_window_takes() -> None:
+    a, b = ("ns", "a"), ("ns", "b")
+    # Both grew to 2 on warm pools of 1; a window of 3: each one's share (3 - 1 = 2)
+    # would keep all 4. One GPU goes back, from the first by name on a tie.
+    assert model_gpu_ceilings(3, [Holding(b, 1, 2), Holding(a, 1, 2)]) == {a: 1, b: 2}
+    # In proportion to what each holds above its warm pool (4 and 2 of an excess of 2:
+    # 1.33 and 0.67), largest remainders first: 1 each, 6 in all.
+    assert model_gpu_ceilings(6, [Holding(a, 1, 5), Holding(b, 1, 3)]) == {a: 4, b: 2}
+    # Never below its warm pool: a gives back 2, b (at its warm pool) nothing.
+    assert model_gpu_ceilings(2, [Holding(a, 1, 3), Holding(b, 1, 1)]) == {a: 1, b: 1}
+    # Whatever the split, the models come down to the quota exactly, where it holds
+    # their warm pools (3 GPUs here) and they hold more (11).
+    held = [Holding(a, 1, 4), Holding(b, 2, 5), Holding(("ns", "c"), 0, 2)]
+    for quota in range(3, 11):
+        assert sum(model_gpu_ceilings(quota, held).values()) == quota, quota
 
 
 def _hpa(min_replicas: int, gpus: int, ceiling: int | None) -> dict[str, Any]:

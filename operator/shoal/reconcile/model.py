@@ -40,11 +40,13 @@ from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.batching import effective_batching
 from shoal.render.desired import batched_model_objects
 from shoal.render.elastic import (
+    Holding,
     gpu_ceiling,
-    model_gpu_ceiling,
+    model_gpu_ceilings,
     next_capacity_change,
     nominal_at,
     parked,
+    replica_gpus,
     warm_pool_gpus,
 )
 from shoal.render.gateway import gateway_host
@@ -225,17 +227,22 @@ def _resolve(
         return stalled("InvalidBatchPolicy", f"BatchPolicy {namespace}/{name} is invalid: {exc}")
 
 
-def _others_warm_gpus(op: Operator, model: InferenceModel) -> int:
-    """The GPUs the warm pools of the pool's other served models hold (those with a
-    Deployment): what this model can never grow into."""
+def _pool_holdings(op: Operator, model: InferenceModel) -> list[Holding]:
+    """The pool's served models (those with a Deployment, and this one), each with its
+    warm pool and the GPUs its available replicas hold, from the cache."""
     me = (model.metadata.namespace or "", model.metadata.name)
-    total = 0
+    own = model.spec.scaling.min_replicas * model.spec.runtime.gpus
+    found = {me: Holding(me, own, 0)}
     for other in op.cache.in_pool(model.spec.pool, ["InferenceModel"]):
         meta = other["metadata"]
         key = (meta.get("namespace") or "", meta["name"])
-        if key != me and op.cache.has("Deployment", key[1], key[0]):
-            total += warm_pool_gpus(other.get("spec") or {})
-    return total
+        deployment = op.cache.get("Deployment", key[1], key[0])
+        if deployment is None:
+            continue
+        spec = other.get("spec") or {}
+        available = int((deployment.get("status") or {}).get("availableReplicas") or 0)
+        found[key] = Holding(key, warm_pool_gpus(spec), available * replica_gpus(spec))
+    return list(found.values())
 
 
 def _apply_failed(obj: dict[str, Any], exc: ApiError) -> Outcome:
@@ -272,7 +279,8 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         if ceiling is not None:
             idle = parked(ceiling, model.spec.runtime.gpus)
             # The pool's other models keep their warm pools; its capacity windows move it.
-            ceiling = model_gpu_ceiling(ceiling, _others_warm_gpus(op, model))
+            me = (model.metadata.namespace or "", model.metadata.name)
+            ceiling = model_gpu_ceilings(ceiling, _pool_holdings(op, model))[me]
             moments = (upcoming, next_capacity_change(pool.spec.capacity, now))
             upcoming = min((m for m in moments if m is not None), default=None)
         desired = batched_model_objects(

@@ -19,6 +19,7 @@ beyond any cluster (the node's allocatable still bounds them).
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,20 +83,54 @@ def warm_pool_gpus(spec: Mapping[str, Any]) -> int:
     which is not parsed: every model pass of the pool reads every other's):
     ``minReplicas`` times the GPUs per replica, with the API's defaults."""
     scaling = spec.get("scaling") or {}
-    runtime = spec.get("runtime") or {}
     replicas = scaling.get("minReplicas", Scaling.model_fields["min_replicas"].default)
-    gpus = runtime.get("gpus", Runtime.model_fields["gpus"].default)
-    return int(replicas) * int(gpus)
+    return int(replicas) * replica_gpus(spec)
 
 
-def model_gpu_ceiling(pool_gpus: int, others_warm_gpus: int) -> int:
-    """The GPUs one model of a pool without a cohort may grow to (pure): the pool's GPUs
-    now, less the warm pools its other models hold. Each model's HPA stops there, so a
-    window that lowers the quota scales every model down towards its share instead of
-    leaving the sum of the models above the quota. Above their warm pools the models
-    still share the rest as their load asks; a replica that finds it taken waits for
-    quota (Kueue's gate)."""
-    return max(0, pool_gpus - others_warm_gpus)
+def replica_gpus(spec: Mapping[str, Any]) -> int:
+    """The GPUs one replica of a model holds (from its stored spec, the API's default)."""
+    runtime = spec.get("runtime") or {}
+    return int(runtime.get("gpus", Runtime.model_fields["gpus"].default))
+
+
+@dataclass(frozen=True)
+class Holding:
+    """One model of a pool without a cohort, in GPUs: its warm pool, and what its
+    available replicas (admitted and running) hold now."""
+
+    key: tuple[str, str]  # (namespace, name)
+    warm: int
+    held: int
+
+
+def model_gpu_ceilings(pool_gpus: int, models: Sequence[Holding]) -> dict[tuple[str, str], int]:
+    """The GPUs each model of a pool without a cohort may grow to (pure). Each model's
+    HPA stops there, so a window that lowers the quota scales the models down towards
+    it instead of leaving them above it, which Kueue would allow.
+
+    Within the quota, a model may grow into everything but the others' warm pools: the
+    models share what is above their warm pools as their load asks, and a replica that
+    finds it taken waits for quota (Kueue's gate). Above it (a window lowered it under
+    what runs), the models above their warm pools give the excess back in proportion
+    to what each holds above its warm pool (largest remainders first, ties by name),
+    never below their warm pools, so together they come down to the quota, not below
+    it: each model's own share alone would leave two that both grew above their warm
+    pools over the quota. The HPA works in whole replicas: a model of several GPUs a
+    replica gives back whole replicas."""
+    warm_total = sum(m.warm for m in models)
+    share = {m.key: max(0, pool_gpus - (warm_total - m.warm)) for m in models}
+    over = sum(max(m.held, m.warm) for m in models) - pool_gpus
+    above = {m.key: max(0, m.held - m.warm) for m in models}
+    spare = sum(above.values())
+    if over <= 0 or spare == 0:
+        return share
+    give = min(over, spare)
+    exact = {key: give * gpus / spare for key, gpus in above.items()}
+    back = {key: math.floor(value) for key, value in exact.items()}
+    rest = give - sum(back.values())
+    for key in sorted(exact, key=lambda k: (back[k] - exact[k], k))[:rest]:
+        back[key] += 1
+    return {m.key: min(share[m.key], max(m.held, m.warm) - back[m.key]) for m in models}
 
 
 def parked(pool_gpus: int, replica_gpus: int) -> bool:
