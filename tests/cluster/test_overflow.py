@@ -14,6 +14,7 @@ from kubernetes import client
 
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_name
 from shoal.render.names import pool_priority_class
+from tests.support.passes import wait_for_passes
 from tests.support.shoal_objects import Shoal, condition, inference_model
 from tests.support.wait import wait_for
 
@@ -129,3 +130,44 @@ def test_a_model_overflows_into_a_pool_that_admits_it_and_unset_removes_the_twin
             timeout=60,
         )
         shoal.delete(IM, "ranker", namespace)
+
+
+def test_a_model_named_like_an_overflow_stack_is_never_taken_for_one(
+    api: client.ApiClient, operator: OperatorProcess, namespace: str
+) -> None:
+    """Model "ranker-overflow" has the names "ranker"'s overflow stack would take: the
+    passes of "ranker" without spec.overflow leave its stack alone, and with it
+    "ranker" says NameConflict and runs no overflow replicas."""
+    shoal = Shoal(api)
+    apps = client.AppsV1Api(api)
+    with shoal.pool([namespace], gpus=4) as own, shoal.pool([namespace], gpus=4) as spill:
+        shoal.create(inference_model(TWIN, own), namespace)
+        shoal.create(inference_model("ranker", own), namespace)
+        wait_for(
+            "both models Ready",
+            lambda: [
+                condition(shoal.get(IM, name, namespace), "Ready").get("status")
+                for name in ("ranker", TWIN)
+            ],
+            lambda seen: seen == ["True", "True"],
+            timeout=90,
+        )
+        before = apps.read_namespaced_deployment(TWIN, namespace).metadata.uid
+        wait_for_passes(operator.metrics_url, rounds=2, kinds=(IM,))
+        assert apps.read_namespaced_deployment(TWIN, namespace).metadata.uid == before
+
+        shoal.patch(IM, "ranker", {"spec": {"overflow": {"pool": spill}}}, namespace)
+        refused, status = wait_for(
+            "ranker to refuse an overflow whose names are taken",
+            lambda: _overflow(shoal, namespace),
+            lambda seen: seen[0].get("reason") == "NameConflict",
+            timeout=60,
+        )
+        assert refused["status"] == "False", refused
+        assert status == {}, status
+        wait_for_passes(operator.metrics_url, rounds=2, kinds=(IM,))
+        other = apps.read_namespaced_deployment(TWIN, namespace)
+        assert other.metadata.uid == before
+        assert (other.spec.template.metadata.labels or {})["shoal.dev/pool"] == own
+        for name in ("ranker", TWIN):
+            shoal.delete(IM, name, namespace)

@@ -9,9 +9,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shoal.api.constants import GATEWAY_LABEL, MODEL_LABEL, POOL_LABEL, ROUTED_BY_LABEL
+from shoal.api.constants import (
+    GATEWAY_LABEL,
+    MODEL_LABEL,
+    OVERFLOW_OF_LABEL,
+    POOL_LABEL,
+    ROUTED_BY_LABEL,
+)
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
+from shoal.reconcile.overflow import overflow_rank
 from shoal.render.autoscaler import REQUIRED_REPLICAS_METRIC
 from shoal.render.batching import effective_batching
 from shoal.render.desired import model_objects
@@ -66,6 +73,7 @@ def test_the_twin_stack_runs_in_the_overflow_pool_and_belongs_to_the_model() -> 
     for obj in found.values():
         meta = obj["metadata"]
         assert meta["namespace"] == "team-a"
+        assert meta["labels"][OVERFLOW_OF_LABEL] == "labs-embedder"
         assert meta["name"].startswith(overflow_name("labs-embedder"))
         owner = meta["ownerReferences"][0]
         assert (owner["kind"], owner["name"], owner["uid"]) == (
@@ -133,3 +141,21 @@ def test_shoal_render_previews_the_overflow_stack_and_names_a_missing_pool() -> 
     )
     with pytest.raises(RenderError, match="overflow TenantPool 'shared' is not among the files"):
         render_documents([docs[0], im])
+
+
+def test_overflow_replicas_count_after_the_pools_own_models() -> None:
+    def sibling(name: str, created: str, pool: str, overflow: str | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"pool": pool}
+        if overflow:
+            spec["overflow"] = {"pool": overflow}
+        return {"metadata": {"name": name, "creationTimestamp": created}, "spec": spec}
+
+    siblings = [
+        sibling("own-1", "2026-01-01T00:00:00Z", "shared"),
+        sibling("labs-embedder", "2026-01-03T00:00:00Z", "critical", "shared"),
+        sibling("early", "2026-01-02T00:00:00Z", "critical", "shared"),
+        sibling("elsewhere", "2026-01-01T00:00:00Z", "critical"),
+    ]
+    # One model of its own, then "early" overflows into it before this one: third.
+    assert overflow_rank(model(), "shared", siblings) == 2
+    assert overflow_rank(model(), "shared", []) == 0

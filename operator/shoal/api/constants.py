@@ -27,6 +27,9 @@ GATEWAY_LABEL: Final = f"{GROUP}/gateway"
 # On a model's overflow Service (and so its EndpointSlices): the pool whose gateway
 # sends it requests; its pool label names the overflow pool, where its pods run.
 ROUTED_BY_LABEL: Final = f"{GROUP}/routed-by-pool"
+# On each object of a model's overflow stack: the model's name. Only objects with it are
+# removed as the model's overflow (another model may be named <model>-overflow).
+OVERFLOW_OF_LABEL: Final = f"{GROUP}/overflow-of"
 
 # Kueue, which governs a pool's elastic capacity where it is installed: its API, and
 # the label that puts a pod into a LocalQueue (its pod integration gates the pod until

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from shoal.api.admission import refusals
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_object
+from shoal.api.constants import OVERFLOW_OF_LABEL
 from shoal.api.inferencemodel import InferenceModel, Overflow
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
@@ -64,14 +65,26 @@ def _overflow_pool(
             f"Overflow replicas take the requests pool {own_pool.metadata.name}'s gateway "
             "spills to them, and that gateway is disabled.",
         )
+    namespace = model.metadata.namespace or ""
+    name = overflow_name(model.metadata.name)
+    if op.cache.has("InferenceModel", name, namespace):
+        return _refused(
+            "NameConflict",
+            f"InferenceModel {namespace}/{name} exists: its objects have the names the "
+            "overflow replicas would take.",
+        )
     body = op.cache.get("TenantPool", overflow.pool)
     if body is None:
         return _refused("TenantPoolNotFound", f"TenantPool {overflow.pool!r} does not exist.")
+    if body["metadata"].get("deletionTimestamp"):
+        return _refused(
+            "TenantPoolDeleting",
+            f"TenantPool {overflow.pool!r} is being deleted; it waits until no model names it.",
+        )
     try:
         pool = parse_object(TenantPool, body)
     except ValidationError as exc:
         return _refused("InvalidTenantPool", f"TenantPool {overflow.pool!r} is invalid: {exc}")
-    namespace = model.metadata.namespace or ""
     ns = op.cache.get("Namespace", namespace) or {}
     labels = dict((ns.get("metadata") or {}).get("labels") or {})
     found = refusals(pool, overflow_twin(model, overflow), labels)
@@ -80,16 +93,45 @@ def _overflow_pool(
         for twin_field, own_field in _FIELDS:
             message = message.replace(twin_field, own_field)
         return _refused("NotAdmitted", message)
+    limit = pool.spec.quota.models
+    if limit is not None:
+        rank = overflow_rank(model, pool.metadata.name, op.cache.all("InferenceModel", [namespace]))
+        if rank >= limit:
+            return _refused(
+                "NotAdmitted",
+                f"spec.overflow.pool: TenantPool {pool.metadata.name} allows {limit} model(s) "
+                "per namespace, its own models first; the overflow replicas would be "
+                f"number {rank + 1} here.",
+            )
     return pool
 
 
+def overflow_rank(model: InferenceModel, pool: str, siblings: list[dict[str, Any]]) -> int:
+    """Where the model's overflow stack counts among ``pool``'s models in the namespace
+    (pure): after the pool's own models, then by creation among the models that
+    overflow into it. A pool's quota.models counts both."""
+    own = sum(1 for m in siblings if (m.get("spec") or {}).get("pool") == pool)
+    spilling = sorted(
+        (m["metadata"].get("creationTimestamp") or "", m["metadata"]["name"])
+        for m in siblings
+        if ((m.get("spec") or {}).get("overflow") or {}).get("pool") == pool
+    )
+    names = [name for _, name in spilling]
+    here = names.index(model.metadata.name) if model.metadata.name in names else len(names)
+    return own + here
+
+
 def remove_overflow(op: Operator, model: InferenceModel) -> None:
-    """Delete whatever the model's overflow stack left (the cache says what exists)."""
+    """Delete whatever the model's overflow stack left (the cache says what exists):
+    only objects labelled as this model's overflow, never another model's stack that
+    happens to have the name."""
     namespace = model.metadata.namespace or ""
     name = overflow_name(model.metadata.name)
     for api_version, kind in KINDS:
         each = model_config_name(name) if kind == "ConfigMap" else name
-        if op.cache.has(kind, each, namespace):
+        cached = op.cache.get(kind, each, namespace)
+        labels = ((cached or {}).get("metadata") or {}).get("labels") or {}
+        if labels.get(OVERFLOW_OF_LABEL) == model.metadata.name:
             op.kube.delete(
                 {
                     "apiVersion": api_version,

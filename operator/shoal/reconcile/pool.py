@@ -68,6 +68,16 @@ def _withdrawn(op: Operator, pool: TenantPool, namespace: str, admitted: list[st
     return namespace in withdrawn_namespaces(pool, admitted, pods)
 
 
+def overflowing_into(op: Operator, pool: str) -> list[dict[str, Any]]:
+    """The InferenceModels whose spec.overflow names ``pool``: the pool holds their
+    overflow replicas, so it waits for them before it goes, and they follow its changes."""
+    return [
+        m
+        for m in op.cache.all("InferenceModel")
+        if ((m.get("spec") or {}).get("overflow") or {}).get("pool") == pool
+    ]
+
+
 def _spec_changed(body: dict[str, Any] | None) -> bool:
     """Gone, going, or its spec changed since the operator last handled it: the models
     that depend on it need a pass too. A status write alone does not count, or every
@@ -94,7 +104,8 @@ def _hold(op: Operator, body: dict[str, Any], models: list[dict[str, Any]]) -> d
 def _report_blocked(op: Operator, body: dict[str, Any], models: list[dict[str, Any]]) -> None:
     users = sorted(f"{m['metadata']['namespace']}/{m['metadata']['name']}" for m in models)
     message = (
-        f"Deletion waits until no InferenceModel uses the pool; {len(users)} still "
+        f"Deletion waits until no InferenceModel uses the pool or overflows into it; "
+        f"{len(users)} still "
         f"do: {', '.join(users[:10])}."
     )
     ready = Cond("Ready", "False", "DeletionBlocked", message)
@@ -152,8 +163,10 @@ def reconcile_pool(op: Operator, name: str) -> None:
     """One level-triggered pass over a TenantPool. Safe to call at any time."""
     body = op.cache.get("TenantPool", name)
     models = op.cache.in_pool(name, ["InferenceModel"])
+    # Models that overflow into the pool: their overflow replicas run here.
+    spilling = overflowing_into(op, name)
     if _spec_changed(body):  # its models re-place, re-check quotas, or report it gone
-        for model in models:
+        for model in [*models, *spilling]:
             meta = model["metadata"]
             op.request_model(meta["namespace"], meta["name"])
         # A pool joining or leaving a cohort changes what its other members may borrow.
@@ -167,12 +180,12 @@ def reconcile_pool(op: Operator, name: str) -> None:
     if body["metadata"].get("deletionTimestamp"):
         op.pool_gauges.forget(name)
         op.set_wakeup("TenantPool", name, None)
-        if models:
-            _report_blocked(op, body, models)
+        if models or spilling:
+            _report_blocked(op, body, [*models, *spilling])
         else:
             _hold(op, body, models)
         return
-    body = _hold(op, body, models)
+    body = _hold(op, body, [*models, *spilling])
     try:
         pool = parse_object(TenantPool, body)
     except ValidationError as exc:  # only an object stored under an older schema
@@ -225,7 +238,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
         capacity=capacity,
         **pool_usage(models),
     )
-    _follow_capacity(op, pool, body, capacity, models, draining=evicted > 0)
+    _follow_capacity(op, pool, body, capacity, [*models, *spilling], draining=evicted > 0)
     op.pool_gauges.publish(name, str(pool.spec.isolation), capacity)
     before = condition(body.get("status"), access.type) or {}
     news = access.status == "False" and before.get("message") != access.message

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
-from shoal.api.constants import GATEWAY_LABEL, POOL_LABEL, ROUTED_BY_LABEL
+from shoal.api.constants import GATEWAY_LABEL, OVERFLOW_OF_LABEL, POOL_LABEL, ROUTED_BY_LABEL
 from shoal.api.inferencemodel import InferenceModel, Overflow
 from shoal.api.tenantpool import TenantPool
 from shoal.render.desired import batched_model_objects
@@ -111,6 +111,7 @@ def overflow_objects(
     for obj in objects:
         if owners:
             obj["metadata"]["ownerReferences"] = owners
+        obj["metadata"]["labels"][OVERFLOW_OF_LABEL] = model.metadata.name
         if obj["kind"] == "Service":
             obj["metadata"]["labels"][ROUTED_BY_LABEL] = model.spec.pool
     return objects
