@@ -354,12 +354,22 @@ def test_a_request_no_replica_has_a_slot_for_spills_to_a_free_overflow_replica()
     rendered = haproxy_config(config())
     routes = section(rendered, "frontend routes")
     spill = [x for x in routes if x.startswith("use_backend m_team-a_embedder_overflow if")]
+    # The embedder keeps clients on one replica: a full one queues while others have
+    # slots, so its requests also spill as soon as any wait.
     assert spill == [
         "use_backend m_team-a_embedder_overflow if "
         "{ req.hdr(X-Shoal-Internal-Route) -m str m_team-a_embedder } "
         "{ be_conn_free(m_team-a_embedder) -m int le 0 } "
-        "{ be_conn_free(m_team-a_embedder_overflow) -m int gt 0 }"
+        "{ be_conn_free(m_team-a_embedder_overflow) -m int gt 0 }",
+        "use_backend m_team-a_embedder_overflow if "
+        "{ req.hdr(X-Shoal-Internal-Route) -m str m_team-a_embedder } "
+        "{ queue(m_team-a_embedder) -m int gt 0 } "
+        "{ be_conn_free(m_team-a_embedder_overflow) -m int gt 0 }",
     ]
+    plain = haproxy_config(
+        config(routes=(route("team-a", "ranker", overflow=(Server("o", "10.0.0.9"),)),))
+    )
+    assert "queue(m_team-a_ranker)" not in plain
     # Before the route's own backend is chosen; gRPC spills to its own twin backend.
     assert routes.index(spill[0]) < routes.index("use_backend %[req.hdr(X-Shoal-Internal-Route)]")
     assert any(line.startswith("use_backend m_team-a_embedder_overflow_grpc if") for line in routes)

@@ -651,7 +651,9 @@ def _gate(config: GatewayConfig, tenant: str, limits: Limits, routes: Sequence[R
 def _spill_lines(routes: Sequence[Route]) -> list[str]:
     """Overflow: a request that finds no free slot on any of the model's replicas goes
     to its overflow replicas while one of them has a free slot; otherwise it waits in
-    the model's queue as usual (so the overflow replicas never queue for it)."""
+    the model's queue as usual (so the overflow replicas never queue for it). A route
+    that keeps clients on one replica (a sticky header) queues on a full replica while
+    others have slots: there, requests spill as soon as any wait."""
     lines = []
     for route in routes:
         if not route.overflow:
@@ -659,10 +661,14 @@ def _spill_lines(routes: Sequence[Route]) -> list[str]:
         for grpc in (False, True):
             own = grpc_backend(route) if grpc else route.backend
             spill = overflow_backend(route, grpc)
-            lines.append(
-                f"use_backend {spill} if {{ req.hdr({ROUTE_HEADER}) -m str {own} }} "
-                f"{{ be_conn_free({own}) -m int le 0 }} {{ be_conn_free({spill}) -m int gt 0 }}"
-            )
+            when = [f"{{ be_conn_free({own}) -m int le 0 }}"]
+            if route.sticky_header:
+                when.append(f"{{ queue({own}) -m int gt 0 }}")
+            for full in when:
+                lines.append(
+                    f"use_backend {spill} if {{ req.hdr({ROUTE_HEADER}) -m str {own} }} "
+                    f"{full} {{ be_conn_free({spill}) -m int gt 0 }}"
+                )
     return ["# Overflow before the queue.", *lines] if lines else []
 
 
