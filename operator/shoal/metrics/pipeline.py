@@ -40,8 +40,8 @@ GATEWAY_TENANT = "pool, namespace"
 # model's overflow replicas (``..._overflow``, ``..._overflow_grpc``) count as the model.
 ROUTE_PROXY = "m_.+"
 ROUTE_NAMES = ("m_([^_]+)_.+", "m_[^_]+_([^_]+)(?:_overflow)?(?:_grpc)?")
-OVERFLOW_PROXY = ',proxy=~"m_.+_overflow(?:_grpc)?"'
-OWN_PROXY = ',proxy!~"m_.+_overflow(?:_grpc)?"'
+OVERFLOW_PROXY = ',proxy=~"m_[^_]+_[^_]+_overflow(?:_grpc)?"'
+OWN_PROXY = ',proxy!~"m_[^_]+_[^_]+_overflow(?:_grpc)?"'
 GATE_PROXY = "gate_.+"
 FIVE_XX = ',code="5xx"'
 
