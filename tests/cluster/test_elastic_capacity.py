@@ -671,6 +671,9 @@ def test_a_window_of_no_gpus_parks_the_models_and_its_end_brings_them_back(
         )
         assert ready["status"] == "False"
         assert "capacity window night gives it 0 GPUs" in ready["message"], ready
+        # Where the spec says it should be: GitOps health does not wait on it.
+        parked_model = shoal.get("InferenceModel", "nightly", namespace)
+        assert condition(parked_model, "Reconciling").get("status") == "False", parked_model
         events = [
             (e.type, e.reason)
             for e in core.list_namespaced_event(namespace).items

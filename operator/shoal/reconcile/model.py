@@ -26,7 +26,7 @@ from shoal.metrics.status import metrics_status
 from shoal.reconcile.autoscaler_state import AUTOSCALER_READY, autoscaler_condition
 from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.elastic import model_queue
-from shoal.reconcile.overflow import OverflowState, converge_overflow
+from shoal.reconcile.overflow import OVERFLOW_READY, OverflowState, converge_overflow
 from shoal.reconcile.pool import isolation_objects
 from shoal.reconcile.replica_state import (
     FETCHING,
@@ -227,9 +227,10 @@ def _resolve(
         return stalled("InvalidBatchPolicy", f"BatchPolicy {namespace}/{name} is invalid: {exc}")
 
 
-def _pool_holdings(op: Operator, model: InferenceModel) -> list[Holding]:
+def _pool_holdings(op: Operator, model: InferenceModel, pool_gpus: int) -> list[Holding]:
     """The pool's served models (those with a Deployment, and this one), each with its
-    warm pool and the GPUs its available replicas hold, from the cache."""
+    warm pool and the GPUs its available replicas hold, from the cache. A model parked
+    by the pool's GPUs now (a replica needs more than ``pool_gpus``) holds nothing."""
     me = (model.metadata.namespace or "", model.metadata.name)
     own = model.spec.scaling.min_replicas * model.spec.runtime.gpus
     found = {me: Holding(me, own, 0)}
@@ -240,6 +241,9 @@ def _pool_holdings(op: Operator, model: InferenceModel) -> list[Holding]:
         if deployment is None:
             continue
         spec = other.get("spec") or {}
+        if parked(pool_gpus, replica_gpus(spec)):
+            found[key] = Holding(key, 0, 0)
+            continue
         available = int((deployment.get("status") or {}).get("availableReplicas") or 0)
         found[key] = Holding(key, warm_pool_gpus(spec), available * replica_gpus(spec))
     return list(found.values())
@@ -280,7 +284,7 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
             idle = parked(ceiling, model.spec.runtime.gpus)
             # The pool's other models keep their warm pools; its capacity windows move it.
             me = (model.metadata.namespace or "", model.metadata.name)
-            ceiling = model_gpu_ceilings(ceiling, _pool_holdings(op, model))[me]
+            ceiling = model_gpu_ceilings(ceiling, _pool_holdings(op, model, ceiling))[me]
             moments = (upcoming, next_capacity_change(pool.spec.capacity, now))
             upcoming = min((m for m in moments if m is not None), default=None)
         desired = batched_model_objects(
@@ -406,13 +410,27 @@ def model_status(
     that cannot be served reports why, and nothing else."""
     live = body.get("status") or {}
     conditions = [outcome.ready, outcome.progressing, outcome.degraded]
-    conditions += kstatus(outcome.ready, stalled=outcome.stalled, progressing=outcome.progressing)
+    conditions += kstatus(
+        outcome.ready,
+        stalled=outcome.stalled,
+        progressing=outcome.progressing,
+        settled=outcome.ready.reason == SCALED_TO_ZERO,
+    )
     if outcome.autoscaler is not None:
         conditions.append(outcome.autoscaler)
     fields: dict[str, Any] = {}
     if outcome.overflow is not None:
         conditions.append(outcome.overflow.condition)
         fields["overflow"] = outcome.overflow.status
+    elif model is not None and model.spec.overflow is not None and outcome.deployment is None:
+        # A pass that stopped before the overflow (the model blocked): its overflow
+        # replicas run on as they were, and the status keeps saying so.
+        kept = condition(live, OVERFLOW_READY)
+        if kept is not None:
+            conditions.append(
+                Cond(OVERFLOW_READY, kept["status"], kept["reason"], kept.get("message", ""))
+            )
+        fields["overflow"] = live.get("overflow")
     if outcome.deployment is not None and model is not None:
         if metrics is not None:
             fields.update({key: metrics[0].get(key) for key in METRIC_FIELDS})

@@ -23,8 +23,14 @@ from shoal.reconcile.conditions import Cond, merge_conditions, now_rfc3339
 NOT_STALLED = Cond("Stalled", "False", "AsExpected", "Nothing blocks the spec.")
 
 
-def kstatus(ready: Cond, *, stalled: bool, progressing: Cond | None = None) -> list[Cond]:
-    """``Stalled`` and ``Reconciling`` from the outcome of a pass (pure)."""
+def kstatus(
+    ready: Cond, *, stalled: bool, progressing: Cond | None = None, settled: bool = False
+) -> list[Cond]:
+    """``Stalled`` and ``Reconciling`` from the outcome of a pass (pure). ``settled``:
+    not Ready by design (a model its pool's window parked), which is where the spec
+    says it should be, so GitOps health does not wait on it."""
+    if settled:
+        return [NOT_STALLED, Cond("Reconciling", "False", ready.reason, ready.message)]
     if stalled:
         return [
             Cond("Stalled", "True", ready.reason, ready.message),
