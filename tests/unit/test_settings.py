@@ -55,6 +55,13 @@ def test_a_failed_watch_is_tried_again_within_5_seconds_for_a_minute() -> None:
     assert sum(ours) >= sum(kopfs)
 
 
+def test_an_idle_object_worker_lets_go_of_its_last_event_within_a_second() -> None:
+    """kopf keeps a worker per object alive, holding the object's last event, for 5 s
+    after it; Shoal's let go sooner, which lowers the peak memory of a burst."""
+    assert operator_settings(Settings()).queueing.idle_timeout <= 1.0
+    assert kopf.OperatorSettings().queueing.idle_timeout > 1.0
+
+
 def test_log_format_is_text_or_json() -> None:
     assert Settings.from_env({}).log_format == "text"
     assert Settings.from_env({"SHOAL_LOG_FORMAT": "json"}).log_format == "json"
