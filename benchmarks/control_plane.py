@@ -213,7 +213,12 @@ class Figures:
     fraction_of_plain_client_rate: float
     writes_by_resource: dict[str, int] = field(default_factory=dict)
     noop_writes_by_resource: dict[str, int] = field(default_factory=dict)
+    # CPU seconds each process used from the models' creation until all were Ready, in
+    # the operator's run and in the plain client's, and the cores they shared: the
+    # runs are bound by the machine's CPU, so the difference is where the time goes.
     cpu_seconds_until_ready: dict[str, float] = field(default_factory=dict)
+    plain_client_cpu_seconds_until_ready: dict[str, float] = field(default_factory=dict)
+    cores: int = 0
     # Until Ready: the watch events the operator received (by kind, and whether they
     # called for a pass) and the passes it ran (by kind and result).
     watch_events_until_ready: dict[str, int] = field(default_factory=dict)
@@ -337,11 +342,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_by_process(cluster: local.LocalCluster, operator_pid: int) -> dict[str, float]:
+def cpu_by_process(cluster: local.LocalCluster, operator_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far of the cluster's processes, and of the operator if it runs."""
     state = cluster.read_state()
     assert state is not None
-    return {"shoal-operator": cpu_seconds(operator_pid)} | {
-        name: cpu_seconds(pid) for name, pid in state.pids.items()
+    own = {"shoal-operator": cpu_seconds(operator_pid)} if operator_pid is not None else {}
+    return own | {name: cpu_seconds(pid) for name, pid in state.pids.items()}
+
+
+def cpu_since(
+    cluster: local.LocalCluster, operator_pid: int | None, before: dict[str, float]
+) -> dict[str, float]:
+    return {
+        name: round(seconds - before[name], 1)
+        for name, seconds in cpu_by_process(cluster, operator_pid).items()
     }
 
 
@@ -419,12 +433,22 @@ def deployments_available(http: httpx.Client) -> int:
     return sum(1 for d in items if (d.get("status") or {}).get("availableReplicas"))
 
 
-def plain_client_floor(n: int, work: Path) -> tuple[float, float, float]:
+@dataclass(frozen=True)
+class Floor:
+    """The plain client's run: seconds to applied and to Ready, the server-side applies
+    per second it sustained, and the CPU seconds each cluster process used until Ready."""
+
+    applied_s: float
+    ready_s: float
+    applies_per_s: float
+    cpu_seconds: dict[str, float]
+
+
+def plain_client_floor(n: int, work: Path) -> Floor:
     """The same objects applied by a plain client (CLIENTS threads, server-side apply,
-    no reads, no status) on a fresh cluster: seconds until all are applied and until
-    every Deployment has a pod available, and the server-side applies per second it
-    sustained. What this machine's control plane needs for the workload itself, whoever
-    drives it."""
+    no reads, no status) on a fresh cluster, timed until every Deployment has a pod
+    available. What this machine's control plane needs for the workload itself,
+    whoever drives it."""
     shared, per_model = plain_stacks(n)
     # The same API server as the operator's (its audit policy logs only the operator).
     with fresh_cluster(work) as cluster, local.admin_client(cluster) as http:
@@ -438,6 +462,7 @@ def plain_client_floor(n: int, work: Path) -> tuple[float, float, float]:
             ).raise_for_status()
 
         parallel(cluster, shared, apply)
+        cpu_before = cpu_by_process(cluster, None)
         began = time.monotonic()
         applied_s = parallel(cluster, per_model, apply)
         deadline = began + 600
@@ -445,11 +470,14 @@ def plain_client_floor(n: int, work: Path) -> tuple[float, float, float]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"plain client: not all {n} Deployments available in 600 s")
             time.sleep(POLL_SECONDS)
-        return applied_s, time.monotonic() - began, len(per_model) / applied_s
+        ready_s = time.monotonic() - began
+        return Floor(
+            applied_s, ready_s, len(per_model) / applied_s, cpu_since(cluster, None, cpu_before)
+        )
 
 
 def run_size(n: int, work: Path) -> Figures:
-    floor_applied_s, floor_ready_s, floor_rate = plain_client_floor(n, work / "floor")
+    floor = plain_client_floor(n, work / "floor")
     with fresh_cluster(work) as cluster:
         kubectl = kubectl_for(cluster.kubeconfig)
         install_crds(kubectl)
@@ -492,10 +520,7 @@ def run_size(n: int, work: Path) -> Figures:
                 time.sleep(POLL_SECONDS)
             else:
                 raise RuntimeError(f"{ready} of {n} models Ready after 600 s")
-            cpu = {
-                name: round(seconds - cpu_before[name], 1)
-                for name, seconds in cpu_by_process(cluster, operator.pid).items()
-            }
+            cpu = cpu_since(cluster, operator.pid, cpu_before)
             events = counters(operator.metrics_url, "shoal_watch_events_total")
             passes = counters(operator.metrics_url, "shoal_reconciles_total")
             # Converged: wait for the last status writes (Ready flips) to land.
@@ -522,14 +547,16 @@ def run_size(n: int, work: Path) -> Figures:
         noop_reconciles=noop_reconciles,
         noop_writes=noop_writes,
         peak_rss_mb=round(rss, 1),
-        plain_client_applied_s=round(floor_applied_s, 1),
-        plain_client_ready_s=round(floor_ready_s, 1),
-        ready_vs_plain_client=round(ready_s / floor_ready_s, 2),
-        plain_client_applies_per_s=round(floor_rate, 1),
-        fraction_of_plain_client_rate=round(writes / ready_s / floor_rate, 2),
+        plain_client_applied_s=round(floor.applied_s, 1),
+        plain_client_ready_s=round(floor.ready_s, 1),
+        ready_vs_plain_client=round(ready_s / floor.ready_s, 2),
+        plain_client_applies_per_s=round(floor.applies_per_s, 1),
+        fraction_of_plain_client_rate=round(writes / ready_s / floor.applies_per_s, 2),
         writes_by_resource=dict(sorted(by_resource.items())),
         noop_writes_by_resource=dict(sorted(noop_by_resource.items())),
         cpu_seconds_until_ready=cpu,
+        plain_client_cpu_seconds_until_ready=floor.cpu_seconds,
+        cores=os.cpu_count() or 1,
         watch_events_until_ready={k: round(v) for k, v in sorted(events.items())},
         passes_until_ready={k: round(v) for k, v in sorted(passes.items())},
     )
@@ -548,7 +575,7 @@ def main() -> None:
     print(
         f"{'models':>7} {'applied s':>9} {'ready s':>8} {'plain s':>8} {'writes/model':>12} "
         f"{'writes/s':>9} {'ceiling/s':>9} {'fraction':>8} {'no-op writes':>12} "
-        f"{'peak MB':>8}",
+        f"{'peak MB':>8} {'CPU s':>6} {'plain CPU s':>11}",
         flush=True,
     )
     figures = []
@@ -560,7 +587,9 @@ def main() -> None:
             f"{f.models:>7} {f.applied_s:>9} {f.ready_s:>8} {f.plain_client_ready_s:>8} "
             f"{f.writes_per_model:>12} "
             f"{f.write_rate_per_s:>9} {f.ceiling_writes_per_s:>9} {f.fraction_of_ceiling:>8} "
-            f"{f.noop_writes:>5} in {f.noop_reconciles:>4} {f.peak_rss_mb:>8}",
+            f"{f.noop_writes:>5} in {f.noop_reconciles:>4} {f.peak_rss_mb:>8} "
+            f"{sum(f.cpu_seconds_until_ready.values()):>6.0f} "
+            f"{sum(f.plain_client_cpu_seconds_until_ready.values()):>11.0f}",
             flush=True,
         )
     summary = {

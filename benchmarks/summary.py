@@ -116,7 +116,26 @@ def control_plane(data: dict[str, Any]) -> list[str]:
         + f" at {' / '.join(str(r['models']) for r in data['results'])} models (target "
         f"1.15x at every size: {_verdict(max(ratios) <= 1.15)})."
     )
+    lines.append(_cpu_until_ready(data["results"]))
     return lines
+
+
+def _cpu_until_ready(results: list[dict[str, Any]]) -> str:
+    """Where the time goes: both runs are bound by the machine's CPU."""
+    parts = []
+    for r in results:
+        ours, plain = r["cpu_seconds_until_ready"], r["plain_client_cpu_seconds_until_ready"]
+        parts.append(
+            f"{r['models']} models: {sum(ours.values()):.0f} against "
+            f"{sum(plain.values()):.0f} (the operator process {ours['shoal-operator']:.0f}; "
+            f"kube-apiserver {ours['kube-apiserver']:.0f} against "
+            f"{plain['kube-apiserver']:.0f})"
+        )
+    cores = results[0]["cores"]
+    return (
+        f"CPU seconds used until Ready by the operator's run and by the plain client's, "
+        f"every process on the same {cores} cores: " + "; ".join(parts) + "."
+    )
 
 
 def autoscaling(data: dict[str, Any]) -> list[str]:
