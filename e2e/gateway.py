@@ -36,7 +36,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 from cryptography.hazmat.primitives import hashes, serialization
@@ -672,18 +672,28 @@ def run_loads(loads: Sequence[Load], start_in: float = 2.0) -> list[LoadResult]:
         return [future.result() for future in futures]
 
 
-def hop_times(replica: Replica, tag: str) -> dict[str, tuple[float, float]]:
-    """For requests whose id starts with ``tag``-: the time the second hop logged in
-    the route's queue (%Tw) and waiting for Triton's answer (%Tr), in seconds."""
+class RouteHop(NamedTuple):
+    """The second hop's own record of one request (HAProxy's log of the route)."""
+
+    status: int
+    state: str  # %tsc: "PR--" is a request the proxy refused itself
+    queued_ms: int  # %Tw, in the route's queue: -1 when it never entered one
+    triton_ms: int  # %Tr, waiting for Triton's answer
+    total_ms: int  # %Ta
+
+
+def route_hops(replica: Replica, tag: str) -> dict[str, RouteHop]:
+    """The second hop's records of the requests whose id starts with ``tag``-, by
+    request id."""
     found = {}
     marker = f" id={tag}-" if tag else " id="
     for line in replica.log.read_text(errors="replace").splitlines():
         fields = line.split()
-        if marker not in line or len(fields) < 6 or fields[2] != "routes":
+        if marker not in line or len(fields) < 8 or fields[2] != "routes":
             continue
-        timers = fields[4].split("/")
+        timers = [int(t) for t in fields[4].split("/")]
         request_id = line.split(" id=", 1)[1].split()[0]
-        found[request_id] = (int(timers[1]) / 1000, int(timers[3]) / 1000)
+        found[request_id] = RouteHop(int(fields[5]), fields[7], timers[1], timers[3], timers[4])
     return found
 
 

@@ -350,12 +350,14 @@ def priority(
             time.sleep(0.5)
             edge = gw.edge_times(replica, "")
             steady_ids = {s.request_id for s in loaded}
-            hops = {k: v for k, v in gw.hop_times(replica, "high").items() if k in steady_ids}
+            hops = {k: v for k, v in gw.route_hops(replica, "high").items() if k in steady_ids}
+            low_hops = gw.route_hops(replica, "low")
             shed_denied = replica.metric(
                 "haproxy_backend_requests_denied_total", proxy="m_team-a_linear"
             )
     shed = [s for s in lows if s.status == 503]
     shed_at_edge = [edge[s.request_id][1] for s in shed if s.request_id in edge]
+    shed_hops = [low_hops[s.request_id] for s in shed if s.request_id in low_hops]
     low_ok = [s for s in lows if s.status == 200]
     slow_low = [s for s in lows if s.status not in (200, 503) or s.latency >= 5.0]
     quiet_view, busy_view = _views(unloaded, edge), _views(loaded, edge)
@@ -363,6 +365,7 @@ def priority(
         "capacity_rps": capacity,
         "lanes": lanes,
         "model": f"{service_ms:g} ms a request, {instances} instances, no batching",
+        "service_ms": service_ms,
         "high_rps": high_rate,
         "low_rps": low_rate,
         "overload": overload,
@@ -375,11 +378,11 @@ def priority(
         "high_errors": high_errors,
         "ramp_excluded_s": RAMP_S,
         # Where the loaded high lane's time went: the route's queue, then Triton.
-        "high_loaded_queue_p95_ms": _p95([q for q, _ in hops.values()]),
-        "high_loaded_triton_p95_ms": _p95([t for _, t in hops.values()]),
-        "high_loaded_slowest": sorted(
-            ((round(t * 1000), rid) for rid, (_, t) in hops.items()), reverse=True
-        )[:8],
+        "high_loaded_queue_p95_ms": _p95([max(h.queued_ms, 0) / 1000 for h in hops.values()]),
+        "high_loaded_triton_p95_ms": _p95([h.triton_ms / 1000 for h in hops.values()]),
+        "high_loaded_slowest": sorted(((h.triton_ms, r) for r, h in hops.items()), reverse=True)[
+            :8
+        ],
         "low": _summary(lows),
         "low_served_rps": round(len(low_ok) / (seconds * rounds), 1),
         "low_shed": len(shed),
@@ -387,6 +390,13 @@ def priority(
         "low_shed_p95_ms": _p95([s.latency for s in shed]),
         "low_shed_gateway_p95_ms": _p95(shed_at_edge),
         "low_shed_gateway_max_ms": _ms(max(shed_at_edge)) if shed_at_edge else None,
+        # The route's own record of each shed request: refused by the proxy itself
+        # (PR--) before it entered the queue (%Tw -1), and how long that took there.
+        "low_shed_logged_on_route": len(shed_hops),
+        "low_shed_queued_on_route": sum(
+            1 for h in shed_hops if h.status != 503 or h.state[:2] != "PR" or h.queued_ms != -1
+        ),
+        "low_shed_route_p95_ms": _p95([h.total_ms / 1000 for h in shed_hops]),
         "low_timeouts_or_errors": len(slow_low),
         "exporter_denied_on_route": shed_denied,
         "late_sends": late,
