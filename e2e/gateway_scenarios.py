@@ -358,6 +358,7 @@ def priority(
     shed = [s for s in lows if s.status == 503]
     shed_at_edge = [edge[s.request_id][1] for s in shed if s.request_id in edge]
     shed_hops = [low_hops[s.request_id] for s in shed if s.request_id in low_hops]
+    slowest = sorted(((h.triton_ms, request_id) for request_id, h in hops.items()), reverse=True)
     low_ok = [s for s in lows if s.status == 200]
     slow_low = [s for s in lows if s.status not in (200, 503) or s.latency >= 5.0]
     quiet_view, busy_view = _views(unloaded, edge), _views(loaded, edge)
@@ -380,9 +381,7 @@ def priority(
         # Where the loaded high lane's time went: the route's queue, then Triton.
         "high_loaded_queue_p95_ms": _p95([max(h.queued_ms, 0) / 1000 for h in hops.values()]),
         "high_loaded_triton_p95_ms": _p95([h.triton_ms / 1000 for h in hops.values()]),
-        "high_loaded_slowest": sorted(((h.triton_ms, r) for r, h in hops.items()), reverse=True)[
-            :8
-        ],
+        "high_loaded_slowest": slowest[:8],
         "low": _summary(lows),
         "low_served_rps": round(len(low_ok) / (seconds * rounds), 1),
         "low_shed": len(shed),
