@@ -682,17 +682,23 @@ class RouteHop(NamedTuple):
     total_ms: int  # %Ta
 
 
+def _logged(replica: Replica, frontend: str, tag: str) -> Iterator[tuple[str, list[str]]]:
+    """(request id, fields) of each line ``frontend`` logged for a request whose id
+    starts with ``tag``- (any id when ``tag`` is empty); fields as in the log-format
+    the renderer sets: [4] the timers, [5] the status, [7] the termination state."""
+    marker = f" id={tag}-" if tag else " id="
+    for line in replica.log.read_text(errors="replace").splitlines():
+        fields = line.split()
+        if marker in line and len(fields) >= 8 and fields[2] == frontend:
+            yield line.split(" id=", 1)[1].split()[0], fields
+
+
 def route_hops(replica: Replica, tag: str) -> dict[str, RouteHop]:
     """The second hop's records of the requests whose id starts with ``tag``-, by
     request id."""
     found = {}
-    marker = f" id={tag}-" if tag else " id="
-    for line in replica.log.read_text(errors="replace").splitlines():
-        fields = line.split()
-        if marker not in line or len(fields) < 8 or fields[2] != "routes":
-            continue
+    for request_id, fields in _logged(replica, "routes", tag):
         timers = [int(t) for t in fields[4].split("/")]
-        request_id = line.split(" id=", 1)[1].split()[0]
         found[request_id] = RouteHop(int(fields[5]), fields[7], timers[1], timers[3], timers[4])
     return found
 
@@ -701,16 +707,10 @@ def edge_times(replica: Replica, tag: str) -> dict[str, tuple[int, float]]:
     """The gateway's own view of the requests whose id starts with ``tag``-: status
     and total time at the edge (HAProxy's %Ta, from the request received to the
     response sent, in seconds), by request id."""
-    found = {}
-    marker = f" id={tag}-" if tag else " id="
-    for line in replica.log.read_text(errors="replace").splitlines():
-        fields = line.split()
-        if marker not in line or len(fields) < 6 or fields[2] != "edge":
-            continue
-        request_id = line.split(" id=", 1)[1].split()[0]
-        total_ms = int(fields[4].rsplit("/", 1)[1])
-        found[request_id] = (int(fields[5]), total_ms / 1000)
-    return found
+    return {
+        request_id: (int(fields[5]), int(fields[4].rsplit("/", 1)[1]) / 1000)
+        for request_id, fields in _logged(replica, "edge", tag)
+    }
 
 
 def percentile(values: Sequence[float], q: float) -> float:

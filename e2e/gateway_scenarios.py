@@ -350,14 +350,14 @@ def priority(
             time.sleep(0.5)
             edge = gw.edge_times(replica, "")
             steady_ids = {s.request_id for s in loaded}
-            hops = {k: v for k, v in gw.route_hops(replica, "high").items() if k in steady_ids}
-            low_hops = gw.route_hops(replica, "low")
+            on_route = gw.route_hops(replica, "")
+            hops = {k: on_route[k] for k in steady_ids if k in on_route}
             shed_denied = replica.metric(
                 "haproxy_backend_requests_denied_total", proxy="m_team-a_linear"
             )
     shed = [s for s in lows if s.status == 503]
     shed_at_edge = [edge[s.request_id][1] for s in shed if s.request_id in edge]
-    shed_hops = [low_hops[s.request_id] for s in shed if s.request_id in low_hops]
+    shed_hops = [on_route[s.request_id] for s in shed if s.request_id in on_route]
     slowest = sorted(((h.triton_ms, request_id) for request_id, h in hops.items()), reverse=True)
     low_ok = [s for s in lows if s.status == 200]
     slow_low = [s for s in lows if s.status not in (200, 503) or s.latency >= 5.0]
