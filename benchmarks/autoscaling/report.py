@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.autoscaling.experiment import GOAL, ScalerKind
+from benchmarks.autoscaling.experiment import (
+    GOAL,
+    PREDICTIVE,
+    PREDICTIVE_SHORT_COOL_DOWN,
+    ScalerKind,
+)
 from benchmarks.autoscaling.search import SearchResult
 from benchmarks.autoscaling.simulate import RunResult
 from benchmarks.autoscaling.workload import Workload, describe_rates
@@ -19,7 +24,7 @@ from benchmarks.autoscaling.workload import Workload, describe_rates
 # The targets for Shoal at equal attainment.
 TARGET_VS_ORACLE = 1.15
 TARGET_VS_BEST_BASELINE = 0.75
-# Targets for the predictive row, at its default setting, per workload: (vs oracle,
+# Targets for the predictive rows, at the default quantile, per workload: (vs oracle,
 # vs the best baseline); None where the workload sets none.
 PREDICTIVE_TARGETS: dict[str, tuple[float | None, float]] = {
     "azure-conv": (1.15, 0.85),
@@ -78,17 +83,19 @@ def comparison(outcome: WorkloadOutcome) -> dict[str, Any]:
                 search.reached and vs_best is not None and vs_best <= TARGET_VS_BEST_BASELINE
             ),
         }
-    predictive = outcome.searches.get("shoal-predictive")
-    if predictive is not None and predictive.default is not None:
-        run = predictive.default
+    for key in (PREDICTIVE, PREDICTIVE_SHORT_COOL_DOWN):
+        search = outcome.searches.get(key)
+        if search is None or search.default is None:
+            continue
+        run = search.default
         reached = run.attainment >= GOAL
         vs_oracle = _ratio(run.replica_seconds, oracle_rs)
         vs_best = (
             _ratio(run.replica_seconds, baselines[best_key].replica_seconds) if best_key else None
         )
         oracle_target, best_target = PREDICTIVE_TARGETS.get(outcome.workload.name, (None, 0.8))
-        out["shoal-predictive"] = {
-            "setting": "default",
+        out[key] = {
+            "setting": "default" if key == PREDICTIVE else "default quantile",
             "at_goal": reached,
             "knob": run.knob,
             "attainment_pct": round(100 * run.attainment, 2),
@@ -199,10 +206,12 @@ def table(outcome: WorkloadOutcome) -> str:
                 f"{c['vs_best_baseline']}x best baseline "
                 f"(target <= {TARGET_VS_BEST_BASELINE}: {best_ok})"
             )
-    if "shoal-predictive" in cmp:
-        c = cmp["shoal-predictive"]
+    for key in (PREDICTIVE, PREDICTIVE_SHORT_COOL_DOWN):
+        if key not in cmp:
+            continue
+        c = cmp[key]
         at = "at goal" if c["at_goal"] else f"goal NOT reached ({c['attainment_pct']}%)"
-        parts = [f"Shoal predictive, default setting: {at}; {c['vs_oracle']}x oracle"]
+        parts = [f"{outcome.kinds[key].label}, {c['setting']}: {at}; {c['vs_oracle']}x oracle"]
         if c["target_vs_oracle"] is not None:
             ok = "met" if c["target_vs_oracle_met"] else "missed"
             parts[0] += f" (target <= {c['target_vs_oracle']}: {ok})"

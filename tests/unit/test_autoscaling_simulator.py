@@ -13,8 +13,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from benchmarks.autoscaling.calibration import CalibrationError, load_calibration
+from benchmarks.autoscaling.calibration import Calibration, CalibrationError, load_calibration
 from benchmarks.autoscaling.cluster import Cluster, PodTiming
+from benchmarks.autoscaling.experiment import (
+    PREDICTIVE,
+    PREDICTIVE_SHORT_COOL_DOWN,
+    Experiment,
+    Settings,
+    default_policy,
+    scaler_kinds,
+)
 from benchmarks.autoscaling.hpa import (
     HorizontalPodAutoscaler,
     HpaSpec,
@@ -25,8 +33,14 @@ from benchmarks.autoscaling.hpa import (
 )
 from benchmarks.autoscaling.kpa import KpaConfig, KpaDecider
 from benchmarks.autoscaling.oracle import oracle_windows, provision_plan
+from benchmarks.autoscaling.pipeline import REQUIRED_METRIC
 from benchmarks.autoscaling.replica import BatcherConfig, Replica
-from benchmarks.autoscaling.scalers import ScheduleScaler, representative_model, shoal_hpa_spec
+from benchmarks.autoscaling.scalers import (
+    PREDICT_SCALE_DOWN_WINDOW,
+    ScheduleScaler,
+    representative_model,
+    shoal_hpa_spec,
+)
 from benchmarks.autoscaling.search import Knob, cheapest_passing
 from benchmarks.autoscaling.simulate import SimConfig, simulate
 from benchmarks.autoscaling.slo import reversals
@@ -38,6 +52,9 @@ from benchmarks.autoscaling.workload import (
     load_trace,
     rate_multiplier,
 )
+
+from shoal.api.common import parse_duration
+from shoal.api.inferencemodel import Scaling
 
 BATCHER = BatcherConfig(max_batch=8, max_queue_delay_s=0.002, base_s=0.020, per_item_s=0.001)
 QUEUE = "shoal_queue_depth"
@@ -172,6 +189,31 @@ def test_shoal_rendered_hpa_is_what_gets_simulated() -> None:
     assert spec.scale_down is not None
     assert spec.scale_down.stabilization_s == 300
     assert parse_quantity("250m") == 0.25
+
+
+def test_the_predictive_row_called_default_runs_the_default_cool_down() -> None:
+    """The replay's "Shoal predictive" row is what `predictive: {enabled: true}` renders;
+    the 1m cool-down it is compared with is its own, labelled row."""
+    experiment = Experiment(
+        settings=Settings(),
+        calibration=Calibration(0.02, 0.001, "test"),
+        policy=default_policy(),
+        batcher=BATCHER,
+        workloads={},
+        amplification=1,
+    )
+    kinds = scaler_kinds(experiment)
+
+    def cool_down(key: str) -> Any:
+        spec = kinds[key].spec(0.99)
+        assert spec is not None
+        assert spec["metrics"][-1]["external"]["metric"]["name"] == REQUIRED_METRIC
+        return spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+
+    assert cool_down(PREDICTIVE) == parse_duration(Scaling().scale_down.stabilization_window)
+    assert cool_down(PREDICTIVE_SHORT_COOL_DOWN) == parse_duration(PREDICT_SCALE_DOWN_WINDOW)
+    assert cool_down(PREDICTIVE) != cool_down(PREDICTIVE_SHORT_COOL_DOWN)
+    assert PREDICT_SCALE_DOWN_WINDOW in kinds[PREDICTIVE_SHORT_COOL_DOWN].label
 
 
 # The replica.
