@@ -164,7 +164,7 @@ def scaler_kinds(experiment: Experiment) -> dict[str, ScalerKind]:
         )
         return HpaScaler("shoal", shoal_hpa_spec(im, experiment.policy))
 
-    def predictive(error_quantile: float, scale_down_window: str | None = None) -> Scaler:
+    def predictive(key: str, error_quantile: float, scale_down_window: str | None = None) -> Scaler:
         im = representative_model(BASE_MS, PER_ITEM_MS, scale_down_window=scale_down_window)
         spec = shoal_hpa_spec(im, experiment.policy)
         spec["metrics"].append(required_replicas_metric())
@@ -173,21 +173,21 @@ def scaler_kinds(experiment: Experiment) -> dict[str, ScalerKind]:
             max_queue_delay_s=parse_duration(experiment.policy.max_queue_delay),
             target_p95_s=experiment.slo_target_s,
         )
-        return PredictiveScaler(spec, batch, experiment.settings.cold_start_s, error_quantile)
+        return PredictiveScaler(key, spec, batch, experiment.settings.cold_start_s, error_quantile)
 
     kinds = [
         ScalerKind(
             PREDICTIVE,
             "Shoal predictive",
             Knob("error quantile", PREDICT_ERROR_QUANTILES, PREDICT_ERROR_QUANTILE, "quantile"),
-            predictive,
+            lambda q: predictive(PREDICTIVE, q),
             is_baseline=False,
         ),
         ScalerKind(
             PREDICTIVE_SHORT_COOL_DOWN,
             f"Shoal predictive, cool-down {PREDICT_SCALE_DOWN_WINDOW}",
             Knob("error quantile", PREDICT_ERROR_QUANTILES, PREDICT_ERROR_QUANTILE, "quantile"),
-            lambda q: predictive(q, PREDICT_SCALE_DOWN_WINDOW),
+            lambda q: predictive(PREDICTIVE_SHORT_COOL_DOWN, q, PREDICT_SCALE_DOWN_WINDOW),
             is_baseline=False,
         ),
         ScalerKind(

@@ -194,13 +194,14 @@ class PredictiveScaler(HpaScaler):
 
     def __init__(
         self,
+        name: str,
         spec: dict[str, Any],
         batch: BatchSettings,
         cold_start_s: float,
         error_quantile: float = PREDICT_ERROR_QUANTILE,
         step_s: float = 15.0,
     ) -> None:
-        super().__init__("shoal-predictive", spec)
+        super().__init__(name, spec)
         self.batch = batch
         self.step_s = step_s
         self.forecast_config = ForecastConfig(

@@ -52,9 +52,11 @@ from benchmarks.autoscaling.workload import (
     load_trace,
     rate_multiplier,
 )
+from benchmarks.batching import BASE_MS, PER_ITEM_MS
+from e2e.linear_model import linear_model
 
 from shoal.api.common import parse_duration
-from shoal.api.inferencemodel import Scaling
+from shoal.api.inferencemodel import InferenceModel
 
 BATCHER = BatcherConfig(max_batch=8, max_queue_delay_s=0.002, base_s=0.020, per_item_s=0.001)
 QUEUE = "shoal_queue_depth"
@@ -191,9 +193,10 @@ def test_shoal_rendered_hpa_is_what_gets_simulated() -> None:
     assert parse_quantity("250m") == 0.25
 
 
-def test_the_predictive_row_called_default_runs_the_default_cool_down() -> None:
-    """The replay's "Shoal predictive" row is what `predictive: {enabled: true}` renders;
-    the 1m cool-down it is compared with is its own, labelled row."""
+def test_the_predictive_row_called_default_runs_what_the_operator_ships() -> None:
+    """The replay's "Shoal predictive" row is the HPA the operator renders for the same
+    model with `predictive: {enabled: true}` (its cool-down included); the 1m cool-down
+    it is compared with is its own, labelled row."""
     experiment = Experiment(
         settings=Settings(),
         calibration=Calibration(0.02, 0.001, "test"),
@@ -203,16 +206,27 @@ def test_the_predictive_row_called_default_runs_the_default_cool_down() -> None:
         amplification=1,
     )
     kinds = scaler_kinds(experiment)
+    scaling = {"minReplicas": 1, "maxReplicas": 64, "predictive": {"enabled": True}}
+    document = linear_model(BASE_MS, PER_ITEM_MS, gpus=1, scaling=scaling)
+    shipped = shoal_hpa_spec(InferenceModel.model_validate(document), experiment.policy)
 
-    def cool_down(key: str) -> Any:
+    def replayed(key: str) -> dict[str, Any]:
         spec = kinds[key].spec(0.99)
         assert spec is not None
-        assert spec["metrics"][-1]["external"]["metric"]["name"] == REQUIRED_METRIC
-        return spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+        return spec
 
-    assert cool_down(PREDICTIVE) == parse_duration(Scaling().scale_down.stabilization_window)
-    assert cool_down(PREDICTIVE_SHORT_COOL_DOWN) == parse_duration(PREDICT_SCALE_DOWN_WINDOW)
-    assert cool_down(PREDICTIVE) != cool_down(PREDICTIVE_SHORT_COOL_DOWN)
+    default, short = replayed(PREDICTIVE), replayed(PREDICTIVE_SHORT_COOL_DOWN)
+    assert default["behavior"] == shipped["behavior"]
+    # The operator's Object metric on the Service is an External one in the replay, with
+    # the same AverageValue 1; the reactive metrics before it are the same.
+    required = shipped["metrics"][-1]["object"]["target"]
+    assert required == {"type": "AverageValue", "averageValue": "1"}
+    assert default["metrics"][-1]["external"]["metric"]["name"] == REQUIRED_METRIC
+    assert default["metrics"][-1]["external"]["target"] == required
+    assert default["metrics"][:-1] == shipped["metrics"][:-1]
+    window = short["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+    assert window == parse_duration(PREDICT_SCALE_DOWN_WINDOW)
+    assert window != shipped["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
     assert PREDICT_SCALE_DOWN_WINDOW in kinds[PREDICTIVE_SHORT_COOL_DOWN].label
 
 
