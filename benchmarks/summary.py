@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.autoscaling.experiment import PREDICTIVE, PREDICTIVE_SHORT_COOL_DOWN
-from benchmarks.autoscaling.scalers import PREDICT_SCALE_DOWN_WINDOW
 from benchmarks.ramp import ramp_lines
 from shoal.api.inferencemodel import Scaling
+from shoal.render.autoscaler import PREDICTIVE_COOL_DOWN
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -39,7 +39,7 @@ PREDICTIVE_ROWS = {
     "{q:g} and the model's default cool-down, "
     f"{Scaling().scale_down.stabilization_window}; not tuned per trace)",
     PREDICTIVE_SHORT_COOL_DOWN: "at the default quantile ({q:g}) with "
-    f"`scaleDown.stabilizationWindow: {PREDICT_SCALE_DOWN_WINDOW}`, the pairing "
+    f"`scaleDown.stabilizationWindow: {PREDICTIVE_COOL_DOWN}`, the pairing "
     "docs/autoscaling.md recommends (not a default)",
 }
 

@@ -22,7 +22,6 @@ from benchmarks.autoscaling.replica import BatcherConfig
 from benchmarks.autoscaling.scalers import (
     PREDICT_ERROR_QUANTILE,
     PREDICT_ERROR_QUANTILES,
-    PREDICT_SCALE_DOWN_WINDOW,
     HpaScaler,
     KpaScaler,
     PredictiveScaler,
@@ -47,7 +46,7 @@ from benchmarks.batching import BASE_MS, P95_TARGET_S, PER_ITEM_MS
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_duration
 from shoal.autoscale.predict import BatchSettings
-from shoal.render.autoscaler import target_queue_depth
+from shoal.render.autoscaler import PREDICTIVE_COOL_DOWN, target_queue_depth
 from shoal.render.batching import effective_batching
 
 GOAL = 0.99  # share of one-minute windows in SLO
@@ -185,9 +184,9 @@ def scaler_kinds(experiment: Experiment) -> dict[str, ScalerKind]:
         ),
         ScalerKind(
             PREDICTIVE_SHORT_COOL_DOWN,
-            f"Shoal predictive, cool-down {PREDICT_SCALE_DOWN_WINDOW}",
+            f"Shoal predictive, cool-down {PREDICTIVE_COOL_DOWN}",
             Knob("error quantile", PREDICT_ERROR_QUANTILES, PREDICT_ERROR_QUANTILE, "quantile"),
-            lambda q: predictive(PREDICTIVE_SHORT_COOL_DOWN, q, PREDICT_SCALE_DOWN_WINDOW),
+            lambda q: predictive(PREDICTIVE_SHORT_COOL_DOWN, q, PREDICTIVE_COOL_DOWN),
             is_baseline=False,
         ),
         ScalerKind(

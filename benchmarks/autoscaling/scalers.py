@@ -176,10 +176,6 @@ def required_replicas_metric() -> dict[str, Any]:
 PREDICT_ERROR_QUANTILE = DEFAULT_ERROR_QUANTILE
 # The knob search's candidates, most replicas first.
 PREDICT_ERROR_QUANTILES = (0.999, 0.995, 0.99, 0.98, 0.95, 0.9, 0.8, 0.65, 0.5)
-# The cool-down the write-up recommends with the predictor (not the model's default):
-# the learned error keeps standing what recurring bursts need, so the HPA's own
-# scale-down window only has to absorb a noisy sample or two, four syncs instead of 5m.
-PREDICT_SCALE_DOWN_WINDOW = "1m"
 PREDICT_INTERVAL_S = 15
 PREDICT_OFFSET_S = 10  # three seconds after the pipeline's rule run
 CAPACITY_LOOKBACK = 8  # rule runs of batch counters per capacity estimate (2 minutes)

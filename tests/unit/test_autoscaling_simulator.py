@@ -36,7 +36,6 @@ from benchmarks.autoscaling.oracle import oracle_windows, provision_plan
 from benchmarks.autoscaling.pipeline import REQUIRED_METRIC
 from benchmarks.autoscaling.replica import BatcherConfig, Replica
 from benchmarks.autoscaling.scalers import (
-    PREDICT_SCALE_DOWN_WINDOW,
     ScheduleScaler,
     representative_model,
     shoal_hpa_spec,
@@ -57,6 +56,7 @@ from e2e.linear_model import linear_model
 
 from shoal.api.common import parse_duration
 from shoal.api.inferencemodel import InferenceModel
+from shoal.render.autoscaler import PREDICTIVE_COOL_DOWN
 
 BATCHER = BatcherConfig(max_batch=8, max_queue_delay_s=0.002, base_s=0.020, per_item_s=0.001)
 QUEUE = "shoal_queue_depth"
@@ -225,9 +225,9 @@ def test_the_predictive_row_called_default_runs_what_the_operator_ships() -> Non
     assert default["metrics"][-1]["external"]["target"] == required
     assert default["metrics"][:-1] == shipped["metrics"][:-1]
     window = short["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
-    assert window == parse_duration(PREDICT_SCALE_DOWN_WINDOW)
+    assert window == parse_duration(PREDICTIVE_COOL_DOWN)
     assert window != shipped["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
-    assert PREDICT_SCALE_DOWN_WINDOW in kinds[PREDICTIVE_SHORT_COOL_DOWN].label
+    assert PREDICTIVE_COOL_DOWN in kinds[PREDICTIVE_SHORT_COOL_DOWN].label
 
 
 # The replica.

@@ -31,7 +31,12 @@ from shoal.doctor.probe import Cluster, Options, diagnose
 from shoal.leader import LEASE_NAME
 from shoal.metrics.alerts import alerting_rules
 from shoal.metrics.pipeline import adapter_rules, kubernetes_scrape_configs, recording_rules
-from shoal.render.autoscaler import P95_METRIC, QUEUE_METRIC, REQUIRED_REPLICAS_METRIC
+from shoal.render.autoscaler import (
+    P95_METRIC,
+    PREDICTIVE_COOL_DOWN,
+    QUEUE_METRIC,
+    REQUIRED_REPLICAS_METRIC,
+)
 from shoal.render.documents import render_documents
 from tests.support.resources import example_documents
 
@@ -134,11 +139,13 @@ def api_service(available: bool = True, group: str = checks.CUSTOM_METRICS) -> O
     }
 
 
-def shoal_hpas(changes: dict[str, Obj] | None = None) -> list[Obj]:
-    """The HPAs Shoal renders for the examples, as the HPA controller leaves them."""
-    hpas = [
-        o for o in render_documents(example_documents()) if o["kind"] == "HorizontalPodAutoscaler"
-    ]
+def shoal_hpas(
+    changes: dict[str, Obj] | None = None, documents: list[Obj] | None = None
+) -> list[Obj]:
+    """The HPAs Shoal renders for the examples (or ``documents``), as the HPA controller
+    leaves them."""
+    rendered = render_documents(example_documents() if documents is None else documents)
+    hpas = [o for o in rendered if o["kind"] == "HorizontalPodAutoscaler"]
     for hpa in hpas:
         hpa["status"] = {
             "conditions": [
@@ -471,6 +478,51 @@ def test_an_hpa_without_its_deployment_or_not_yet_evaluated() -> None:
     assert the_one(checks.check_autoscalers(shoal_hpas({"search-ranker": zero}))).status is (
         Status.WARN
     )
+
+
+def predictive_hpas(scale_down: Obj | None = None) -> list[Obj]:
+    """The examples' HPAs with search-ranker scaled on the forecast too."""
+    documents = example_documents()
+    model = next(
+        d
+        for d in documents
+        if d["kind"] == "InferenceModel" and d["metadata"]["name"] == "search-ranker"
+    )
+    model["metadata"]["uid"] = "uid-search-ranker"
+    scaling = model["spec"].setdefault("scaling", {})
+    scaling["predictive"] = {"enabled": True}
+    if scale_down is not None:
+        scaling["scaleDown"] = scale_down
+    return shoal_hpas(documents=documents)
+
+
+def test_a_predictive_model_on_a_long_cool_down_is_a_warning_naming_the_fix() -> None:
+    # The example sets a 10-minute cool-down.
+    found = the_one(checks.check_autoscalers(predictive_hpas()))
+    assert (found.status, found.name) == (Status.WARN, "HPA team-search/search-ranker")
+    assert f"({REQUIRED_REPLICAS_METRIC}) with a 600s scale-down window" in found.message
+    assert found.fix.startswith(
+        f"set spec.scaling.scaleDown.stabilizationWindow: {PREDICTIVE_COOL_DOWN} on "
+        "InferenceModel team-search/search-ranker"
+    )
+    # The HPA's own health is still counted as before.
+    assert "3 of 3 HPAs" in only(checks.check_autoscalers(predictive_hpas()), Status.OK)[0].message
+
+
+def test_a_predictive_model_with_the_short_cool_down_and_a_reactive_one_pass() -> None:
+    short = predictive_hpas({"stabilizationWindow": PREDICTIVE_COOL_DOWN})
+    assert not_ok(checks.check_autoscalers(short)) == []
+    # The same long windows on reactive models are no finding: they hold no forecast.
+    reactive = shoal_hpas()
+    assert sorted(
+        h["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] for h in reactive
+    ) == [300, 300, 600]
+    assert not_ok(checks.check_autoscalers(reactive)) == []
+    # Without a behavior the controller's own 5 minutes apply.
+    bare = predictive_hpas()
+    for hpa in bare:
+        hpa["spec"].pop("behavior")
+    assert "with a 300s scale-down window" in the_one(checks.check_autoscalers(bare)).message
 
 
 # ----------------------------------------------------------------------------- Prometheus

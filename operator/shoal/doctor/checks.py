@@ -14,6 +14,7 @@ from typing import Any
 
 from shoal.api.admission_policy import NAME as ADMISSION_NAME
 from shoal.api.admission_policy import admission_policy
+from shoal.api.common import parse_duration
 from shoal.api.constants import MANAGED_BY, MANAGED_BY_LABEL, VERSION
 from shoal.api.crd import KINDS
 from shoal.doctor.findings import (
@@ -29,7 +30,11 @@ from shoal.doctor.findings import (
 from shoal.leader import LEASE_NAME, LEASE_SECONDS
 from shoal.metrics.alerts import alerting_rules
 from shoal.metrics.pipeline import adapter_rules, kubernetes_scrape_configs, recording_rules
-from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, REQUIRED_REPLICAS_METRIC
+from shoal.render.autoscaler import (
+    GATEWAY_QUEUE_METRIC,
+    PREDICTIVE_COOL_DOWN,
+    REQUIRED_REPLICAS_METRIC,
+)
 
 Obj = dict[str, Any]
 
@@ -562,6 +567,51 @@ def check_autoscalers(hpas: list[Obj]) -> list[Finding]:
             else f"no HPA labelled {MANAGED}"
         )
         out.insert(0, Finding(AUTOSCALERS, "Shoal's HPAs", Status.OK, message))
+    out.extend(check_predictive_cool_downs(hpas))
+    return out
+
+
+# The HPA controller's scale-down window when an HPA's behavior sets none
+# (--horizontal-pod-autoscaler-downscale-stabilization).
+CONTROLLER_SCALE_DOWN_WINDOW_S = 300
+
+
+def check_predictive_cool_downs(hpas: list[Obj]) -> list[Finding]:
+    """An HPA that scales on the operator's forecast with a cool-down longer than a
+    predictive model wants works, but holds each forecast's peak for that long, which
+    in the autoscaling replay costs more than the short window at the same share of
+    windows in SLO."""
+    out: list[Finding] = []
+    wanted = round(parse_duration(PREDICTIVE_COOL_DOWN))
+    for hpa in hpas:
+        if REQUIRED_REPLICAS_METRIC not in {name for _, name in hpa_metrics(hpa)}:
+            continue
+        behavior = (hpa.get("spec") or {}).get("behavior") or {}
+        window = (behavior.get("scaleDown") or {}).get("stabilizationWindowSeconds")
+        seconds = CONTROLLER_SCALE_DOWN_WINDOW_S if window is None else int(window)
+        if seconds <= wanted:
+            continue
+        namespace, name = hpa["metadata"].get("namespace", ""), hpa["metadata"]["name"]
+        owner = next(
+            (
+                o["name"]
+                for o in hpa["metadata"].get("ownerReferences") or []
+                if o.get("kind") == "InferenceModel"
+            ),
+            name,
+        )
+        out.append(
+            Finding(
+                AUTOSCALERS,
+                f"HPA {namespace}/{name}",
+                Status.WARN,
+                f"scales on the forecast ({REQUIRED_REPLICAS_METRIC}) with a {seconds}s "
+                "scale-down window: it holds each forecast's peak that long",
+                f"set spec.scaling.scaleDown.stabilizationWindow: {PREDICTIVE_COOL_DOWN} on "
+                f"InferenceModel {namespace}/{owner} (docs/autoscaling.md, predictive "
+                "scaling)",
+            )
+        )
     return out
 
 

@@ -26,6 +26,11 @@ P95_METRIC = "shoal_request_p95_seconds"
 GATEWAY_QUEUE_METRIC = "shoal_gateway_queue_depth"
 REQUIRED_REPLICAS_METRIC = "shoal_required_replicas"
 PERIOD_SECONDS = 15
+# The cool-down a predictive model wants (docs/autoscaling.md): its learned error keeps
+# standing what its bursts needed, so the HPA's scale-down window only has to ride out a
+# noisy sample, not hold the highest forecast of 5 minutes. Advice, not a default:
+# v1alpha1 stores 5m for every model (docs/api-versioning.md).
+PREDICTIVE_COOL_DOWN = "1m"
 
 
 def target_queue_depth(model: InferenceModel, batching: BatchPolicySpec) -> int:
