@@ -488,7 +488,6 @@ def predictive_hpas(scale_down: Obj | None = None) -> list[Obj]:
         for d in documents
         if d["kind"] == "InferenceModel" and d["metadata"]["name"] == "search-ranker"
     )
-    model["metadata"]["uid"] = "uid-search-ranker"
     scaling = model["spec"].setdefault("scaling", {})
     scaling["predictive"] = {"enabled": True}
     if scale_down is not None:
@@ -498,7 +497,8 @@ def predictive_hpas(scale_down: Obj | None = None) -> list[Obj]:
 
 def test_a_predictive_model_on_a_long_cool_down_is_a_warning_naming_the_fix() -> None:
     # The example sets a 10-minute cool-down.
-    found = the_one(checks.check_autoscalers(predictive_hpas()))
+    findings = checks.check_autoscalers(predictive_hpas())
+    found = the_one(findings)
     assert (found.status, found.name) == (Status.WARN, "HPA team-search/search-ranker")
     assert f"({REQUIRED_REPLICAS_METRIC}) with a 600s scale-down window" in found.message
     assert found.fix.startswith(
@@ -506,7 +506,7 @@ def test_a_predictive_model_on_a_long_cool_down_is_a_warning_naming_the_fix() ->
         "InferenceModel team-search/search-ranker"
     )
     # The HPA's own health is still counted as before.
-    assert "3 of 3 HPAs" in only(checks.check_autoscalers(predictive_hpas()), Status.OK)[0].message
+    assert "3 of 3 HPAs" in only(findings, Status.OK)[0].message
 
 
 def test_a_predictive_model_with_the_short_cool_down_and_a_reactive_one_pass() -> None:

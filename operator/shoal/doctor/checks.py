@@ -15,7 +15,7 @@ from typing import Any
 from shoal.api.admission_policy import NAME as ADMISSION_NAME
 from shoal.api.admission_policy import admission_policy
 from shoal.api.common import parse_duration
-from shoal.api.constants import MANAGED_BY, MANAGED_BY_LABEL, VERSION
+from shoal.api.constants import MANAGED_BY, MANAGED_BY_LABEL, MODEL_LABEL, VERSION
 from shoal.api.crd import KINDS
 from shoal.doctor.findings import (
     ADMISSION,
@@ -592,14 +592,7 @@ def check_predictive_cool_downs(hpas: list[Obj]) -> list[Finding]:
         if seconds <= wanted:
             continue
         namespace, name = hpa["metadata"].get("namespace", ""), hpa["metadata"]["name"]
-        owner = next(
-            (
-                o["name"]
-                for o in hpa["metadata"].get("ownerReferences") or []
-                if o.get("kind") == "InferenceModel"
-            ),
-            name,
-        )
+        model = (hpa["metadata"].get("labels") or {}).get(MODEL_LABEL, name)
         out.append(
             Finding(
                 AUTOSCALERS,
@@ -608,7 +601,7 @@ def check_predictive_cool_downs(hpas: list[Obj]) -> list[Finding]:
                 f"scales on the forecast ({REQUIRED_REPLICAS_METRIC}) with a {seconds}s "
                 "scale-down window: it holds each forecast's peak that long",
                 f"set spec.scaling.scaleDown.stabilizationWindow: {PREDICTIVE_COOL_DOWN} on "
-                f"InferenceModel {namespace}/{owner} (docs/autoscaling.md, predictive "
+                f"InferenceModel {namespace}/{model} (docs/autoscaling.md, predictive "
                 "scaling)",
             )
         )
