@@ -46,6 +46,7 @@ from benchmarks.batching import BASE_MS, P95_TARGET_S, PER_ITEM_MS
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_duration
 from shoal.autoscale.predict import BatchSettings
+from shoal.autoscale.signals import forecast_config
 from shoal.render.autoscaler import PREDICTIVE_COOL_DOWN, target_queue_depth
 from shoal.render.batching import effective_batching
 
@@ -172,7 +173,9 @@ def scaler_kinds(experiment: Experiment) -> dict[str, ScalerKind]:
             max_queue_delay_s=parse_duration(experiment.policy.max_queue_delay),
             target_p95_s=experiment.slo_target_s,
         )
-        return PredictiveScaler(key, spec, batch, experiment.settings.cold_start_s, error_quantile)
+        config = forecast_config(im, experiment.settings.cold_start_s)
+        config = replace(config, error_quantile=error_quantile)
+        return PredictiveScaler(key, spec, batch, config)
 
     kinds = [
         ScalerKind(

@@ -33,7 +33,6 @@ from shoal.api.inferencemodel import InferenceModel, Runtime
 from shoal.api.tenantpool import TenantPoolSpec
 from shoal.autoscale.predict import (
     DEFAULT_ERROR_QUANTILE,
-    DEFAULT_METRIC_LAG_S,
     BatchCounters,
     BatchSettings,
     CapacityConfig,
@@ -193,16 +192,13 @@ class PredictiveScaler(HpaScaler):
         name: str,
         spec: dict[str, Any],
         batch: BatchSettings,
-        cold_start_s: float,
-        error_quantile: float = PREDICT_ERROR_QUANTILE,
+        forecast_config: ForecastConfig,
         step_s: float = 15.0,
     ) -> None:
         super().__init__(name, spec)
         self.batch = batch
         self.step_s = step_s
-        self.forecast_config = ForecastConfig(
-            horizon_s=cold_start_s + DEFAULT_METRIC_LAG_S, error_quantile=error_quantile
-        )
+        self.forecast_config = forecast_config
         self.capacity: CapacityEstimate | None = None
         self.capacity_config = CapacityConfig()
 

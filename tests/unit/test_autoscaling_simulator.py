@@ -36,6 +36,7 @@ from benchmarks.autoscaling.oracle import oracle_windows, provision_plan
 from benchmarks.autoscaling.pipeline import REQUIRED_METRIC
 from benchmarks.autoscaling.replica import BatcherConfig, Replica
 from benchmarks.autoscaling.scalers import (
+    PredictiveScaler,
     ScheduleScaler,
     representative_model,
     shoal_hpa_spec,
@@ -56,6 +57,7 @@ from e2e.linear_model import linear_model
 
 from shoal.api.common import parse_duration
 from shoal.api.inferencemodel import InferenceModel
+from shoal.autoscale.signals import forecast_config
 from shoal.render.autoscaler import PREDICTIVE_COOL_DOWN
 
 BATCHER = BatcherConfig(max_batch=8, max_queue_delay_s=0.002, base_s=0.020, per_item_s=0.001)
@@ -228,6 +230,14 @@ def test_the_predictive_row_called_default_runs_what_the_operator_ships() -> Non
     assert window == parse_duration(PREDICTIVE_COOL_DOWN)
     assert window != shipped["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
     assert PREDICTIVE_COOL_DOWN in kinds[PREDICTIVE_SHORT_COOL_DOWN].label
+    # Each row's predictor credits what its own HPA holds, as the operator's does from
+    # the model's scale-down window.
+    for key, spec in ((PREDICTIVE, default), (PREDICTIVE_SHORT_COOL_DOWN, short)):
+        scaler = kinds[key].make(0.99)
+        assert isinstance(scaler, PredictiveScaler)
+        held = scaler.forecast_config.cool_down_s
+        assert held == spec["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+    assert forecast_config(InferenceModel.model_validate(document), 60.0).cool_down_s == 300
 
 
 # The replica.

@@ -120,6 +120,24 @@ def test_idle_minutes_between_busy_ones_keep_capacity_for_the_return() -> None:
     assert (idle.rate, idle.error, idle.fallback) == (0.0, 0.0, False)
 
 
+def test_what_the_hpa_still_holds_is_credited_before_headroom_is_learned() -> None:
+    # The same on-off traffic. An HPA that keeps a count for 5 minutes after it was asked
+    # for still holds the busy spell's replicas through each 4-minute idle one, so no
+    # forecast of it fell short and no headroom is learned: the idle model asks for
+    # nothing, and the replicas the HPA holds serve the return.
+    rates = ([200.0] * 16 + [0.0] * 16) * 8
+    held = forecast_demand(history(rates[:-8]), replace(CONFIG, cool_down_s=300.0))
+    assert (held.rate, held.error) == (0.0, 0.0)
+    # A 1-minute hold lets the replicas go halfway through the idle spell: the return
+    # outruns what stands, and the error is the busy rate, as with no hold at all.
+    short = forecast_demand(history(rates[:-8]), replace(CONFIG, cool_down_s=60.0))
+    assert short.error == pytest.approx(200.0)
+    # Holding reaches no further back than the error window: the same number of
+    # forecasts is scored, whatever the hold.
+    none = forecast_demand(history(rates[:-8]), CONFIG)
+    assert held.errors == short.errors == none.errors
+
+
 def test_the_error_is_the_conformal_order_statistic() -> None:
     errors = np.arange(1.0, 201.0)  # 1..200
     assert conformal_quantile(errors, 0.99) == 199.0  # ceil(201 * 0.99) = 199th

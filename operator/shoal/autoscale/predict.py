@@ -89,10 +89,14 @@ class ForecastConfig:
     standing, and only for as long as they keep coming, so the memory is off by default.
     ``season_periods_s``: daily and weekly repetition, used only when the history
     reaches back that far; ``season_window_s`` is the span compared around each point.
+    ``cool_down_s``: the HPA's scale-down stabilization window. The HPA keeps the highest
+    count asked for over that span, so what stands after a forecast is the highest
+    forecast of the span, not the forecast alone.
 
     The learned error (conformal-style): at every step of the last ``error_window_s``,
-    the forecast made then is compared with the highest rate that arrived over the
-    horizon after it; the error to provision for is the ``error_quantile`` of the
+    the forecast made then, or the highest of the cool-down before it, which the HPA
+    still holds, is compared with the highest rate that arrived over the horizon after
+    it; the error to provision for is the ``error_quantile`` of the
     positive differences (the order statistic that split-conformal prediction uses, so
     with few errors it is the largest one). A steady model gets little headroom; a
     bursty one keeps its bursts' worth standing while they recur within the window.
@@ -108,6 +112,7 @@ class ForecastConfig:
     season_periods_s: tuple[float, ...] = (DAY_S, WEEK_S)
     season_window_s: float = 600.0
     season_scale_limits: tuple[float, float] = (0.5, 2.0)
+    cool_down_s: float = 0.0
     error_quantile: float = DEFAULT_ERROR_QUANTILE
     error_window_s: float = DEFAULT_ERROR_WINDOW_S
     min_error_history_s: float = DEFAULT_MIN_ERROR_HISTORY_S
@@ -273,8 +278,10 @@ def forecast_demand(history: RateHistory, config: ForecastConfig) -> Forecast:
     - seasonal: what followed this moment one day (or week) ago, scaled to today's level;
     - error: the forecasts made over the last ``error_window_s`` are recomputed from the
       history up to each of them and scored against the highest rate that arrived over
-      the horizon after it; the ``error_quantile`` of the positive shortfalls is the
-      error (see ``ForecastConfig``). Stateless: the history is the only memory.
+      the horizon after it, each credited with the highest forecast of the cool-down
+      before it (what the HPA's scale-down window keeps standing); the
+      ``error_quantile`` of the positive shortfalls is the error (see
+      ``ForecastConfig``). Stateless: the history is the only memory.
     """
     if not history.rates:
         return Forecast(0.0, 0.0, 0.0, 0.0, None, 0.0, 0, True)
@@ -283,17 +290,21 @@ def forecast_demand(history: RateHistory, config: ForecastConfig) -> Forecast:
     n = rates.size
     h = _steps(config.horizon_s, step)
     window = _steps(config.error_window_s, step)
-    first = max(0, n - 1 - h - window + 1)
+    hold = int(config.cool_down_s // step)  # earlier forecasts the HPA still holds
+    first = max(0, n - 1 - h - window + 1 - hold)
     at = np.arange(first, n, dtype=np.int64)
     parts = _forecasts(rates, step, config, at)
+    held = parts.rate
+    if hold:
+        held = np.nanmax(_trailing(parts.rate, hold + 1, np.arange(at.size)), axis=1)
     # Forecasts made before the history covered the trend window are the warm-up's, not
     # the forecaster's: they are not scored.
     warm = _steps(max(config.level_window_s, config.trend_window_s), step) - 1
-    mask = (at <= n - 1 - h) & (at >= warm)
+    mask = (at <= n - 1 - h) & (at >= max(warm, n - h - window))
     scored = at[mask]
     if scored.size:
         ahead: Floats = np.lib.stride_tricks.sliding_window_view(rates[1:], h)[scored]
-        shortfall = ahead.max(axis=1) - parts.rate[mask]
+        shortfall = ahead.max(axis=1) - held[mask]
         error = conformal_quantile(shortfall[shortfall > 0], config.error_quantile)
     else:
         error = 0.0

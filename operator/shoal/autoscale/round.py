@@ -20,8 +20,6 @@ from shoal.api.constants import MODEL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.autoscale.predict import (
     DEFAULT_ERROR_WINDOW_S,
-    DEFAULT_METRIC_LAG_S,
-    ForecastConfig,
     RateHistory,
     estimate_capacity,
     forecast_demand,
@@ -33,6 +31,7 @@ from shoal.autoscale.signals import (
     batch_observations,
     batch_settings,
     cold_start_seconds,
+    forecast_config,
     rate_histories,
 )
 from shoal.kube.client import ApiError
@@ -104,11 +103,9 @@ def predictions_for(
         except (ValidationError, ValueError):
             continue  # the model's own status says what is wrong with its batching
         cold = _cold_start(op, key, time.monotonic())
-        horizon = (cold if cold is not None else DEFAULT_COLD_START_SECONDS) + (
-            DEFAULT_METRIC_LAG_S
-        )
+        config = forecast_config(model, cold if cold is not None else DEFAULT_COLD_START_SECONDS)
         history = rates.get(key) or RateHistory(step_s=step, rates=(0.0,))
-        forecast = forecast_demand(history, ForecastConfig(horizon_s=horizon))
+        forecast = forecast_demand(history, config)
         before = op.predictions.get(key)
         capacity = estimate_capacity(
             counters.get(key, []), settings, before.capacity if before else None

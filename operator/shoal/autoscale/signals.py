@@ -15,7 +15,13 @@ from typing import Any
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_duration
 from shoal.api.inferencemodel import InferenceModel
-from shoal.autoscale.predict import BatchCounters, BatchSettings, RateHistory
+from shoal.autoscale.predict import (
+    DEFAULT_METRIC_LAG_S,
+    BatchCounters,
+    BatchSettings,
+    ForecastConfig,
+    RateHistory,
+)
 from shoal.kube.pod import ready_condition
 from shoal.render.batching import effective_batching
 
@@ -122,4 +128,14 @@ def batch_settings(model: InferenceModel, policy: BatchPolicySpec | None) -> Bat
         max_batch_size=batching.max_batch_size,
         max_queue_delay_s=parse_duration(batching.max_queue_delay),
         target_p95_s=parse_duration(target) if target else NO_LATENCY_TARGET_S,
+    )
+
+
+def forecast_config(model: InferenceModel, cold_start_s: float) -> ForecastConfig:
+    """How far ahead to forecast the model's demand (its cold start plus the metric lag)
+    and how long its HPA holds a count it was asked for (its scale-down window), which
+    the learned error credits."""
+    return ForecastConfig(
+        horizon_s=cold_start_s + DEFAULT_METRIC_LAG_S,
+        cool_down_s=parse_duration(model.spec.scaling.scale_down.stabilization_window),
     )
