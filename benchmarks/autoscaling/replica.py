@@ -72,7 +72,8 @@ class Replica:
         self.completed = 0
         self.batches = 0
         self.inferences = 0  # requests in the batches started (nv_inference_count)
-        self.compute_s = 0.0  # time spent executing them (nv_inference_compute_infer_*)
+        # nv_inference_compute_infer_*: per request, so a batch's time times its size
+        self.compute_s = 0.0
         self.in_system = 0
         self._carry_end = 0.0
         self._carry_size = 0
@@ -126,7 +127,8 @@ class Replica:
         del q[:h]
         self.batches += len(sizes)
         self.inferences += h
-        self.compute_s += base * len(sizes) + per_item * h
+        # As Triton counts it: each batch's time once per request in it.
+        self.compute_s += base * h + per_item * sum(map(mul, sizes, sizes))
         # Completions inside the step lower the area; only the last batch can end later.
         done = 0
         if self._carry_size and self._carry_end < t1:

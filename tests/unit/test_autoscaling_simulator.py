@@ -265,6 +265,14 @@ def test_batches_are_bounded_by_max_batch_size() -> None:
     assert batches[1][0] == pytest.approx(first_end + 0.028)
 
 
+def test_the_replica_counts_compute_time_per_request_as_triton_does() -> None:
+    # Batches of 8, 8 and 4: Triton adds each batch's time once per request in it.
+    replica = Replica(BATCHER)
+    replica.advance([i * 1e-5 for i in range(20)], 0.0, 1.0)
+    assert (replica.batches, replica.inferences) == (3, 20)
+    assert replica.compute_s == pytest.approx(8 * 0.028 * 2 + 4 * 0.024)
+
+
 def test_a_lone_request_waits_the_queue_delay_and_late_ones_miss_the_batch() -> None:
     batches = run_replica([0.1, 0.1015, 0.1025], 1.0)
     # Batch formed at 0.102: the request at 0.1025 arrives after it and waits its turn.

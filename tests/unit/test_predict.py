@@ -175,7 +175,9 @@ def test_yesterdays_peak_is_prepared_for_at_todays_level() -> None:
 
 
 def linear(base_s: float, per_item_s: float, size: float, executions: float) -> BatchCounters:
-    return BatchCounters(executions, size * executions, executions * (base_s + per_item_s * size))
+    """Counters as Triton keeps them: compute time is added once per request."""
+    batch_s = base_s + per_item_s * size
+    return BatchCounters(executions, size * executions, size * executions * batch_s)
 
 
 def test_capacity_from_batches_of_several_sizes_fits_the_cost_line() -> None:

@@ -331,12 +331,20 @@ class BatchCounters:
 
     ``executions``: ``nv_inference_exec_count`` (batches run); ``inferences``:
     ``nv_inference_count`` (requests in them); ``compute_s``:
-    ``nv_inference_compute_infer_duration_us`` / 1e6 (time the model spent on them).
+    ``nv_inference_compute_infer_duration_us`` / 1e6. Triton counts compute time per
+    request: a batch of eight adds its execution time eight times. So ``compute_s`` is
+    the sum of size x time over the batches, and ``compute_s / executions`` is not the
+    time of a batch (it is that times the batch size).
     """
 
     executions: float
     inferences: float
     compute_s: float
+
+    @property
+    def batch_s(self) -> float:
+        """The mean time of a batch as its requests saw it (weighted by batch size)."""
+        return self.compute_s / self.inferences if self.inferences > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -381,15 +389,15 @@ class CapacityEstimate:
 def _cost_line(
     observations: Sequence[BatchCounters], min_spread: float
 ) -> tuple[float, float] | None:
-    """Least squares of compute time per execution against batch size, weighted by
-    executions; None when the batch sizes seen are too alike to separate the fixed cost
+    """Least squares of a batch's time (``BatchCounters.batch_s``) against its size,
+    weighted by executions; None when the batch sizes seen are too alike to separate the fixed cost
     from the per-item cost, or the fit is not physical."""
     points = [o for o in observations if o.executions > 0]
     if len(points) < 3:
         return None
     w = np.array([o.executions for o in points])
     b = np.array([o.inferences / o.executions for o in points])
-    c = np.array([o.compute_s / o.executions for o in points])
+    c = np.array([o.batch_s for o in points])
     if float(b.max() - b.min()) < min_spread:
         return None
     bm = float(np.average(b, weights=w))
@@ -442,7 +450,7 @@ def estimate_capacity(
     if compute <= 0:
         return previous
     size = max(1, round(inferences / executions))
-    per_batch = compute / executions
+    per_batch = compute / inferences  # per request: see BatchCounters
     rps = cfg.utilization * (inferences / executions) / per_batch
     return CapacityEstimate(rps, size, per_batch, 0.0, "observed")
 
