@@ -102,6 +102,7 @@ def test_the_capacity_fit_recovers_the_cost_line_from_tritons_counters(
     assert 0.0003 <= estimate.per_item_s <= 0.004, figures
     assert estimate.batch_size == MAX_BATCH, figures
     # A full batch's throughput is at least what the closed loop achieved (its batches
-    # were at most full), and of the same order.
+    # were at most full). The clients' HTTP time on shared cores keeps the loop well
+    # short of it (about 0.6 here), so the upper bound is loose.
     full = MAX_BATCH / (estimate.base_s + estimate.per_item_s * MAX_BATCH)
-    assert best_rps * 0.9 <= full <= best_rps * 2.5, figures
+    assert best_rps * 0.9 <= full <= best_rps * 4, figures
