@@ -390,8 +390,8 @@ def _cost_line(
     observations: Sequence[BatchCounters], min_spread: float
 ) -> tuple[float, float] | None:
     """Least squares of a batch's time (``BatchCounters.batch_s``) against its size,
-    weighted by executions; None when the batch sizes seen are too alike to separate the fixed cost
-    from the per-item cost, or the fit is not physical."""
+    weighted by executions; None when the batch sizes seen are too alike to separate the
+    fixed cost from the per-item cost, or the fit is not physical."""
     points = [o for o in observations if o.executions > 0]
     if len(points) < 3:
         return None
