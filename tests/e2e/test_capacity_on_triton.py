@@ -5,7 +5,7 @@ The predictive scaler reads ``nv_inference_exec_count``, ``nv_inference_count`` 
 compute time once per request, so a batch of eight counts its time eight times: read as
 time per execution, the fit would make every item cost about a whole batch and plan a
 fraction of the real throughput. Here the real server's counters, taken under closed-loop
-load at several concurrencies, must give back the model's own cost line.
+load at several concurrencies, must give a cost line close to the model's own.
 """
 
 from __future__ import annotations
@@ -49,23 +49,28 @@ def _counters(text: str) -> tuple[float, ...]:
 def _closed_loop(url: str, clients: int, seconds: float) -> int:
     """``clients`` callers, each sending its next request when the last one returns."""
     done = [0] * clients
+    errors: list[Exception] = []
     stop = time.monotonic() + seconds
 
     def caller(index: int) -> None:
-        with httpx.Client(base_url=url, timeout=30) as http:
-            while time.monotonic() < stop:
-                http.post("/v2/models/linear/infer", json=BODY).raise_for_status()
-                done[index] += 1
+        try:
+            with httpx.Client(base_url=url, timeout=30) as http:
+                while time.monotonic() < stop:
+                    http.post("/v2/models/linear/infer", json=BODY).raise_for_status()
+                    done[index] += 1
+        except httpx.HTTPError as exc:
+            errors.append(exc)
 
     threads = [threading.Thread(target=caller, args=(i,)) for i in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert not errors, errors
     return sum(done)
 
 
-def test_the_capacity_fit_recovers_the_cost_line_from_tritons_counters(
+def test_the_capacity_fit_reads_the_cost_line_from_tritons_counters(
     tmp_path: Path,
 ) -> None:
     model = InferenceModel.model_validate(linear_model_doc(BASE_MS, PER_ITEM_MS))
@@ -96,10 +101,10 @@ def test_the_capacity_fit_recovers_the_cost_line_from_tritons_counters(
     assert estimate.source == "fit", figures
     # The model sleeps 20 ms + 1 ms per item, and the Python backend adds to each batch.
     # A phase's batches vary in size and the counters weight each by its requests, so
-    # the slope reads a little high (1.7 ms here once). Counted per execution instead,
-    # every point is size x time and no physical line fits.
-    assert 0.010 <= estimate.base_s <= 0.040, figures
-    assert 0.0003 <= estimate.per_item_s <= 0.004, figures
+    # the slope reads high (1.5 to 1.7 ms in the runs so far). Counted per execution
+    # instead, every point is size x time and no physical line fits.
+    assert 0.015 <= estimate.base_s <= 0.030, figures
+    assert 0.0005 <= estimate.per_item_s <= 0.003, figures
     assert estimate.batch_size == MAX_BATCH, figures
     # A full batch's throughput is at least what the closed loop achieved (its batches
     # were at most full). The clients' HTTP time on shared cores keeps the loop well

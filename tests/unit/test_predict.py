@@ -132,8 +132,8 @@ def test_what_the_hpa_still_holds_is_credited_before_headroom_is_learned() -> No
     # outruns what stands, and the error is the busy rate, as with no hold at all.
     short = forecast_demand(history(rates[:-8]), replace(CONFIG, cool_down_s=60.0))
     assert short.error == pytest.approx(200.0)
-    # Holding reaches no further back than the error window: the same number of
-    # forecasts is scored, whatever the hold.
+    # The hold reaches further back for credit, but the same number of forecasts is
+    # scored, whatever the hold.
     none = forecast_demand(history(rates[:-8]), CONFIG)
     assert held.errors == short.errors == none.errors
 

@@ -290,7 +290,9 @@ def forecast_demand(history: RateHistory, config: ForecastConfig) -> Forecast:
     n = rates.size
     h = _steps(config.horizon_s, step)
     window = _steps(config.error_window_s, step)
-    hold = int(config.cool_down_s // step)  # earlier forecasts the HPA still holds
+    # Earlier forecasts the HPA still holds. It drops one exactly a window old, so this
+    # credits one step more than it keeps; the metric lag in the horizon covers that.
+    hold = int(config.cool_down_s // step)
     first = max(0, n - 1 - h - window + 1 - hold)
     at = np.arange(first, n, dtype=np.int64)
     parts = _forecasts(rates, step, config, at)

@@ -39,8 +39,9 @@ from shoal.state import Operator
 
 log = logging.getLogger(__name__)
 
-# Enough for the forecast to score its own past forecasts over the error window, with a
-# cool-down of up to 10 minutes credited in full (a longer one is credited in part).
+# Enough for the forecast to score its own past forecasts over the error window, with
+# the cool-down credited in full while cold start + metric lag + cool-down stay within
+# 15 minutes (beyond that, in part: less credit, more headroom).
 HISTORY_SECONDS = DEFAULT_ERROR_WINDOW_S + 900.0
 CAPACITY_SECONDS = 900.0
 # A model's pods are listed for its cold start at most this often.

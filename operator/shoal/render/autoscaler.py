@@ -27,8 +27,8 @@ GATEWAY_QUEUE_METRIC = "shoal_gateway_queue_depth"
 REQUIRED_REPLICAS_METRIC = "shoal_required_replicas"
 PERIOD_SECONDS = 15
 # The cool-down a predictive model wants (docs/autoscaling.md): its learned error keeps
-# standing what its bursts needed, so the HPA's scale-down window only has to ride out a
-# noisy sample, not hold the highest forecast of 5 minutes. Advice, not a default:
+# standing what its bursts needed, and a 5-minute window holds the top of the forecast's
+# noise on top, which the replay measures as the dearer setting. Advice, not a default:
 # v1alpha1 stores 5m for every model (docs/api-versioning.md).
 PREDICTIVE_COOL_DOWN = "1m"
 
