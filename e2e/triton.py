@@ -10,6 +10,7 @@ as the Deployments the operator renders run it on a GPU node: it parses and load
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,15 @@ from typing import Any
 import httpx
 
 from e2e.cluster.local import free_port
+
+
+def model_metric(text: str, name: str, model: str) -> float:
+    """The sum of one metric's series for ``model`` in the server's metrics text (one
+    series per version); fails when the model has none."""
+    pattern = rf'^{name}\{{[^}}]*model="{model}"[^}}]*\}} (\S+)$'
+    values = [float(m.group(1)) for m in re.finditer(pattern, text, re.MULTILINE)]
+    assert values, f"{name} for {model} not in metrics:\n{text[:2000]}"
+    return sum(values)
 
 
 class TritonError(RuntimeError):

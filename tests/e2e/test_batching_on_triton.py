@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import statistics
 import threading
 import time
@@ -33,12 +32,6 @@ def repo_for(tmp_path: Path, model: InferenceModel, policy: dict[str, Any]) -> P
     return repo
 
 
-def metric(text: str, name: str) -> float:
-    values = re.findall(rf'^{name}\{{[^}}]*model="linear"[^}}]*\}} (\S+)$', text, re.MULTILINE)
-    assert values, f"{name} missing from metrics"
-    return sum(float(v) for v in values)
-
-
 def test_dynamic_batching_gathers_requests(tmp_path: Path) -> None:
     repo = repo_for(
         tmp_path,
@@ -58,8 +51,8 @@ def test_dynamic_batching_gathers_requests(tmp_path: Path) -> None:
         for t in threads:
             t.join()
         text = server.metrics()
-    requests = metric(text, "nv_inference_request_success")
-    executions = metric(text, "nv_inference_exec_count")
+    requests = triton.model_metric(text, "nv_inference_request_success", "linear")
+    executions = triton.model_metric(text, "nv_inference_exec_count", "linear")
     print(
         f"{requests:.0f} requests in {executions:.0f} executions "
         f"(average batch {requests / executions:.1f})"

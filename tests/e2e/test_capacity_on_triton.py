@@ -10,13 +10,10 @@ load at several concurrencies, must give a cost line close to the model's own.
 
 from __future__ import annotations
 
-import re
-import threading
 import time
 from pathlib import Path
 
-import httpx
-from e2e.linear_model import BODY
+from e2e.gateway import closed_loop
 from e2e.linear_model import linear_model as linear_model_doc
 from e2e.triton_repo import add_model
 
@@ -30,6 +27,7 @@ from shoal.render.model_config import render_config_pbtxt
 BASE_MS, PER_ITEM_MS = 20.0, 1.0  # what linear_cost.py sleeps per batch
 MAX_BATCH = 16
 PHASE_S = 2.5
+PATH = "/v2/models/linear/infer"
 COUNTERS = (
     "nv_inference_exec_count",
     "nv_inference_count",
@@ -37,37 +35,17 @@ COUNTERS = (
 )
 
 
-def _counters(text: str) -> tuple[float, ...]:
-    out = []
-    for name in COUNTERS:
-        values = re.findall(rf'^{name}\{{[^}}]*model="linear"[^}}]*\}} (\S+)$', text, re.M)
-        assert values, f"{name} missing from metrics"
-        out.append(sum(float(v) for v in values))
-    return tuple(out)
+def _counters(server: triton.TritonServer) -> tuple[float, ...]:
+    text = server.metrics()
+    return tuple(triton.model_metric(text, name, "linear") for name in COUNTERS)
 
 
 def _closed_loop(url: str, clients: int, seconds: float) -> int:
-    """``clients`` callers, each sending its next request when the last one returns."""
-    done = [0] * clients
-    errors: list[Exception] = []
-    stop = time.monotonic() + seconds
-
-    def caller(index: int) -> None:
-        try:
-            with httpx.Client(base_url=url, timeout=30) as http:
-                while time.monotonic() < stop:
-                    http.post("/v2/models/linear/infer", json=BODY).raise_for_status()
-                    done[index] += 1
-        except httpx.HTTPError as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=caller, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    return sum(done)
+    """``clients`` callers back to back for ``seconds``; every answer must be a 200."""
+    samples = closed_loop(url, PATH, {}, clients, seconds)
+    failed = [s.status for s in samples if s.status != 200]
+    assert not failed, f"{len(failed)} of {len(samples)} failed: {set(failed)}"
+    return len(samples)
 
 
 def test_the_capacity_fit_reads_the_cost_line_from_tritons_counters(
@@ -86,11 +64,11 @@ def test_the_capacity_fit_reads_the_cost_line_from_tritons_counters(
     with triton.running(repo, tmp_path / "work") as server:
         _closed_loop(server.http_url, 1, 0.5)  # the first requests warm the stub
         for clients in (1, 2, 4, 8, 16):
-            before = _counters(server.metrics())
+            before = _counters(server)
             started = time.monotonic()
             sent = _closed_loop(server.http_url, clients, PHASE_S)
             best_rps = max(best_rps, sent / (time.monotonic() - started))
-            after = _counters(server.metrics())
+            after = _counters(server)
             executions, inferences, compute_us = (a - b for a, b in zip(after, before, strict=True))
             observations.append(BatchCounters(executions, inferences, compute_us / 1e6))
     sizes = [round(o.inferences / o.executions, 1) for o in observations]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -39,13 +38,6 @@ def model_repository(root: Path, config: str, name: str = "linear") -> Path:
     return root
 
 
-def metric(text: str, name: str, model: str) -> float:
-    pattern = rf'^{name}\{{[^}}]*model="{model}"[^}}]*\}} (\S+)$'
-    values = [float(m.group(1)) for m in re.finditer(pattern, text, re.MULTILINE)]
-    assert values, f"{name} for {model} not in metrics:\n{text[:2000]}"
-    return sum(values)
-
-
 def test_dynamic_batching_merges_concurrent_requests(tmp_path: Path) -> None:
     repo = model_repository(tmp_path / "repo", BATCHING_CONFIG)
     with triton.running(repo, tmp_path / "work") as server:
@@ -66,8 +58,8 @@ def test_dynamic_batching_merges_concurrent_requests(tmp_path: Path) -> None:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(client_loop, range(16)))
         text = server.metrics()
-    requests = metric(text, "nv_inference_request_success", "linear")
-    executions = metric(text, "nv_inference_exec_count", "linear")
+    requests = triton.model_metric(text, "nv_inference_request_success", "linear")
+    executions = triton.model_metric(text, "nv_inference_exec_count", "linear")
     assert requests == 320
     # 16 clients against a 5 ms kernel: the scheduler must gather several per execution.
     assert executions < requests / 2, f"{executions} executions for {requests} requests"
