@@ -191,8 +191,8 @@ def main() -> None:
     runs: dict[str, Callable[[Path], dict[str, Any]]] = {
         "overhead": lambda w: scenarios.overhead(
             w,
-            levels=(4, 8, 16, 24) if quick else (1, 4, 8, 16, 24, 32),
-            seconds=2.0 if quick else 4.0,
+            levels=(8, 16, 24) if quick else (1, 4, 8, 16, 24, 32),
+            seconds=6.0 if quick else 8.0,
             latency_requests=150 if quick else 500,
         ),
         "fairness": lambda w: scenarios.fairness(
