@@ -588,7 +588,10 @@ def limits_change(
         with gw.gateway(workdir / "gw", tenants(0, 50), routes) as gateway:
             replica = gateway.replicas[0]
             path = INFER.format("linear")
-            b_hdrs = gw.headers(gateway.token("team-b"))
+            # B opens a connection per request. A connection idle at a reload gets one
+            # more answer from the old worker, under the old limits (docs/gateway.md,
+            # "Reloads"); B's figures measure the new worker's handed-over counts.
+            b_hdrs = {**gw.headers(gateway.token("team-b")), "Connection": "close"}
             reloads = []
             started = time.monotonic()
             with (
