@@ -3,7 +3,7 @@ straight to Triton and through the gateway (token verified, two hops), side by s
 
 The throughput at the target sits on the engine's plateau (16 clients fill two batches
 of 8), where a one-second window moves by 5% from run to run on a 2-core machine: with
-1 s per side and level, the ratio read 0.84-1.09 for the same build. Three-second halves
+one-second halves, the ratio read 0.84-1.09 for the same build. Three-second halves
 bring that spread to about 2% (0.97-1.01 in four runs), and the ladder keeps only the
 levels either side of the crossing. A passing neighbour still moves a 150-request median
 by tenths of a millisecond, so a miss is measured once more, side by side again, and the
