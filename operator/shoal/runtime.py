@@ -19,7 +19,7 @@ from shoal.cache import Cache
 from shoal.controller import dispatch
 from shoal.kube.client import Kube, load_api_client
 from shoal.kube.verified import Verified
-from shoal.leader import Election, follower_liveness, lead
+from shoal.leader import Election, Fence, follower_liveness, lead
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 from shoal.state import Operator
@@ -70,7 +70,9 @@ def operator_settings(config: Settings) -> kopf.OperatorSettings:
     # server was back. Capped at 5 s, with as long a total before a request gives up.
     settings.networking.error_backoffs = API_ERROR_BACKOFFS
     settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
-    settings.posting.level = logging.INFO
+    # kopf would post an Event for a handler's log line through its own client, past
+    # the leader's write fence: Shoal posts its Events itself (shoal.kube.client).
+    settings.posting.enabled = False
     settings.persistence.diffbase_storage = NoDiffBase()
     # The API server filters the children's watches: only Shoal's objects, its models'
     # EndpointSlices and its gateways' pods come to the operator at all.
@@ -83,15 +85,20 @@ def operator_settings(config: Settings) -> kopf.OperatorSettings:
     return settings
 
 
-def build(config: Settings) -> Operator:
-    """The operator's state, before anything is watched."""
+def build(config: Settings, fence: Fence | None = None, user_agent: str = "") -> Operator:
+    """The operator's state, before anything is watched. With ``fence`` (leader
+    election), every write is checked against it."""
     cache = Cache()
     verified = Verified(cache, watched={w.kind for w in (*INDEXED, *CHILDREN)})
     reader = MetricsReader(config.prometheus_url) if config.prometheus_url else None
     op = Operator(
         settings=config,
         # The workers, the resync and the probes: one connection each.
-        kube=Kube(load_api_client(connections=config.workers + 4), known=verified),
+        kube=Kube(
+            load_api_client(connections=config.workers + 4, user_agent=user_agent),
+            known=verified,
+            fence=fence,
+        ),
         cache=cache,
         verified=verified,
         metrics=reader,
@@ -115,16 +122,17 @@ def run(config: Settings) -> None:
     LEADER.set(0)
     if config.metrics_port:
         prometheus_client.start_http_server(config.metrics_port)
-    leadership = None
+    election = Election(config.leader_election_namespace or "", config.pod_name)
+    # Each replica's requests carry its name: the audit log tells who wrote what.
+    user_agent = f"shoal-operator/{__version__} ({election.who()})"
+    leadership, fence = None, None
     if config.leader_election_namespace:
-        logging.getLogger("leaderelection").setLevel(logging.WARNING)  # a line per retry
+        fence = Fence()
         with follower_liveness(config.liveness_endpoint):
-            leadership = lead(
-                load_api_client(connections=2),
-                Election(config.leader_election_namespace, config.pod_name),
-            )
+            lease_api = load_api_client(connections=2, user_agent=user_agent)
+            leadership = lead(lease_api, election, fence)
     LEADER.set(1)
-    op = build(config)
+    op = build(config, fence, user_agent)
     op.leadership = leadership
     kopf.run(
         settings=operator_settings(config),

@@ -18,7 +18,7 @@ from shoal.cache import Cache
 from shoal.gateway.keys import Issuer
 from shoal.kube.client import Kube
 from shoal.kube.verified import Verified
-from shoal.leader import Leadership
+from shoal.leader import Elector
 from shoal.metrics.reader import MetricsReader
 from shoal.reconcile.elastic import KueueProbe
 from shoal.settings import Settings
@@ -51,7 +51,7 @@ class Operator:
     # opens or closes: (kind, namespace, name) -> moment.
     _wakeups: dict[tuple[str, str, str], dt.datetime] = field(default_factory=dict, init=False)
     # This replica's hold on the leader Lease, released on a graceful stop (shoal.leader).
-    leadership: Leadership | None = field(default=None, init=False)
+    leadership: Elector | None = field(default=None, init=False)
     # What the predictive loop found for each model (shoal.autoscale.loop).
     predictions: Predictions = field(default_factory=Predictions, init=False)
     # Each model's conditions and P95 target, as gauges the alerts read.

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import socket
+import struct
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -15,6 +17,7 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 
 from shoal.api.constants import FIELD_MANAGER
 from shoal.kube.drift import digest, holds, last_applied, stamped
@@ -38,6 +41,12 @@ def api_message(exc: ApiException) -> str:
         return str(exc.body)
 
 
+class WriteFence(Protocol):
+    """Whether this replica may write now (shoal.leader.Fence): returns, or refuses."""
+
+    def check(self) -> None: ...
+
+
 class KnownState(Protocol):
     """What the watches vouch for (shoal.kube.verified.Verified)."""
 
@@ -48,10 +57,21 @@ class KnownState(Protocol):
     def absent(self, desired: dict[str, Any]) -> bool: ...
 
 
-def load_api_client(kubeconfig: str | None = None, connections: int = 10) -> client.ApiClient:
+def socket_options() -> list[tuple[int, int, int]]:
+    """client-go's TCP keep-alive, and a reset on close (SO_LINGER 0): a connection the
+    operator drops, or leaves by exiting, takes its unsent bytes with it. A write sent
+    into a partition is then never delivered after the leader stepped down."""
+    linger = (socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    return [*tcp_keepalive_socket_options(), linger]  # type: ignore[list-item]
+
+
+def load_api_client(
+    kubeconfig: str | None = None, connections: int = 10, user_agent: str = ""
+) -> client.ApiClient:
     """In-cluster credentials when running in a pod, else the kubeconfig. ``connections``
     bounds the kept-alive connections: one per concurrent caller, or each excess call
-    pays a new TLS handshake."""
+    pays a new TLS handshake. ``user_agent`` names this replica in the API server's
+    audit log."""
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -60,17 +80,28 @@ def load_api_client(kubeconfig: str | None = None, connections: int = 10) -> cli
             config_file=kubeconfig, client_configuration=configuration
         )
     configuration.connection_pool_maxsize = connections
-    return client.ApiClient(configuration)
+    configuration.socket_options = socket_options()
+    api = client.ApiClient(configuration)
+    if user_agent:
+        api.user_agent = user_agent
+    return api
 
 
 class Kube:
     """The operator's API access. Thread-safe."""
 
-    def __init__(self, api: client.ApiClient, known: KnownState | None = None) -> None:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        known: KnownState | None = None,
+        fence: WriteFence | None = None,
+    ) -> None:
         """``known`` is told every child as apply leaves it, and may vouch that a child
-        is unchanged since it was last verified, or does not exist, sparing the read."""
+        is unchanged since it was last verified, or does not exist, sparing the read.
+        ``fence``, with leader election, is checked before every write is sent."""
         self.api = api
         self._known = known
+        self._fence = fence
 
     # ----------------------------------------------------------------------- raw
     def _call(
@@ -90,6 +121,9 @@ class Kube:
             body=body,
             auth_settings=["BearerToken"],
         )
+        if method != "GET" and self._fence is not None:
+            # The one write path: as late as possible before the bytes leave.
+            self._fence.check()
         try:
             response = self.api.call_api(
                 method, url, header_params=headers, body=payload, _request_timeout=30
