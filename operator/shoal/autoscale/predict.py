@@ -147,22 +147,6 @@ class Forecast:
         return self.rate + self.error
 
 
-def theil_sen_slope(values: Floats, step_s: float) -> tuple[float, float]:
-    """The median of pairwise slopes and the matching intercept at the last point.
-
-    Robust: up to about 29% of the points can be outliers (a burst second, an idle
-    scrape) without moving the line, unlike a least-squares fit.
-    """
-    n = values.size
-    if n < 2:
-        return 0.0, float(values[-1]) if n else 0.0
-    x = (np.arange(n, dtype=np.float64) - (n - 1)) * step_s  # the last point at x = 0
-    i, j = np.triu_indices(n, k=1)
-    slope = float(np.median((values[j] - values[i]) / (x[j] - x[i])))
-    intercept = float(np.median(values - slope * x))
-    return slope, intercept
-
-
 def _steps(seconds: float, step_s: float) -> int:
     return max(1, math.ceil(seconds / step_s - 1e-9))
 

@@ -50,21 +50,3 @@ def condition(status: dict[str, Any] | None, type_: str) -> dict[str, Any] | Non
         if cond.get("type") == type_:
             return dict(cond)
     return None
-
-
-def status_differs(live: dict[str, Any] | None, new: dict[str, Any]) -> bool:
-    """Whether writing ``new`` would change the fields it sets (ignoring kopf's own)."""
-    live = live or {}
-    return any(live.get(key) != value for key, value in new.items())
-
-
-def observed_status(body: dict[str, Any], conditions: list[Cond], **fields: Any) -> dict[str, Any]:
-    """Status for ``body``: observedGeneration, ``conditions`` merged into the live ones,
-    and ``fields`` (pure)."""
-    generation = (body.get("metadata") or {}).get("generation")
-    live = (body.get("status") or {}).get("conditions", [])
-    return {
-        "observedGeneration": generation,
-        "conditions": merge_conditions(live, conditions, generation, now_rfc3339()),
-        **fields,
-    }
