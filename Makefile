@@ -13,7 +13,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 help:
 	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
-	@echo "make test          lint and every test tier (unit, cluster, e2e)"
+	@echo "make test          lint, then every test tier cheapest first (unit, cluster, e2e, chaos)"
 	@echo "make cluster-up    start (or reuse) the local cluster; kubeconfig in .dev-cluster/kubeconfig"
 	@echo "make cluster-down  stop the local cluster and remove its state"
 	@echo "make generate      regenerate crds/ and docs/api-reference.md from the models"
@@ -43,9 +43,10 @@ tools: $(NCA_STAMP)
 # 2.6 with the Prometheus exporter and jwt_verify). The tests run their own haproxy
 # processes: the service the package starts is stopped again. shellcheck: actionlint
 # checks the workflows' run: blocks with it (tests/unit/test_release_workflow.py).
-DEBIAN_PACKAGES := rclone prometheus haproxy shellcheck
+# nftables: the chaos tier cuts a leader off from the API server with it.
+DEBIAN_PACKAGES := rclone prometheus haproxy shellcheck nftables
 system-deps:
-	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null && test -x /usr/sbin/haproxy && command -v shellcheck >/dev/null || { \
+	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null && test -x /usr/sbin/haproxy && command -v shellcheck >/dev/null && test -x /usr/sbin/nft || { \
 	  echo "installing Debian packages: $(DEBIAN_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null && \
@@ -92,11 +93,12 @@ elastic-figures: venv binaries
 	SHOAL_RESULTS_DIR=benchmarks/results $(PY) -m pytest -p no:cacheprovider tests/cluster/test_elastic_capacity.py
 
 # The chaos tier runs small in `make test`; this runs every scenario at full size.
-chaos: venv binaries
+chaos: venv binaries system-deps
 	$(PY) -m benchmarks.chaos
 
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
+# Every tier, cheapest first, stopping at the first that fails (tests/tiers.py).
 test: venv tools system-deps binaries lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m tests.tiers $(PYTEST_ARGS)

@@ -74,12 +74,20 @@ class Rig:
     last_pending: str = ""
 
     # ----------------------------------------------------------------- the operator
-    def start_operator(self, env: dict[str, str] | None = None) -> OperatorProcess:
-        """``shoal run`` (healthy before this returns); a new log per start."""
+    def start_operator(
+        self, env: dict[str, str] | None = None, kubeconfig: Path | None = None
+    ) -> OperatorProcess:
+        """``shoal run`` (healthy before this returns); a new log per start. With
+        ``kubeconfig``, it reaches the API server by that one (the same credentials)."""
         self.operator_starts += 1
         log = self.work / f"operator-{self.operator_starts}.log"
         self.operator = self.stack.enter_context(
-            running_operator(self.sa_kubeconfig, log, resync_seconds=RESYNC_SECONDS, env=env)
+            running_operator(
+                kubeconfig or self.sa_kubeconfig,
+                log,
+                resync_seconds=RESYNC_SECONDS,
+                env=env,
+            )
         )
         return self.operator
 

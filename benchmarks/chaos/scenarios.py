@@ -47,7 +47,7 @@ class Size:
         return [model(i, self.namespaces, max_replicas) for i in range(first, first + self.models)]
 
 
-def _background(work: Callable[[], None]) -> Callable[[], None]:
+def in_background(work: Callable[[], None]) -> Callable[[], None]:
     """Run ``work`` in a thread; the returned function joins it and re-raises."""
     errors: list[BaseException] = []
 
@@ -68,7 +68,7 @@ def _background(work: Callable[[], None]) -> Callable[[], None]:
     return join
 
 
-def _settled(rig: Rig, fleet: list[dict[str, Any]], since: float | None = None) -> dict[str, Any]:
+def settled(rig: Rig, fleet: list[dict[str, Any]], since: float | None = None) -> dict[str, Any]:
     """Converged exactly (seconds counted from ``since``, a monotonic time, if given),
     then a no-op resync that writes nothing."""
     seconds = rig.converge(fleet)
@@ -120,13 +120,13 @@ def operator_killed(rig: Rig, size: Size, rounds: int, seed: int) -> dict[str, A
             rig.delete(gone)
             rig.apply(fleet)
 
-        join = _background(wave)
+        join = in_background(wave)
         time.sleep(kill_after)
         rig.kill_operator()
         join()
         restarted = time.monotonic()
         rig.start_operator()
-        figures = _settled(rig, fleet, since=restarted)
+        figures = settled(rig, fleet, since=restarted)
         rounds_out.append({"round": r, "kill_after_s": round(kill_after, 1), **figures})
     return {
         "models": size.models,
@@ -156,7 +156,7 @@ def component_restarted(rig: Rig, size: Size, component: str, seed: int) -> dict
     operator = rig.operator
     assert operator is not None
     fleet = rescaled(fleet, 4)
-    join = _background(lambda: rig.apply(fleet))
+    join = in_background(lambda: rig.apply(fleet))
     time.sleep(rng.uniform(0.0, 2.0))
     healthy_before = _healthy(operator.health_url)
     local.kill(rig.cluster, component)
@@ -322,7 +322,7 @@ def api_sheds_load(rig: Rig, size: Size, pressure_s: float) -> dict[str, Any]:
     local.start(rig.cluster, "kube-apiserver", SHED_FLAGS)
     pressed = time.monotonic()
     fleet = rescaled(fleet, 5)
-    join = _background(lambda: rig.apply(fleet))
+    join = in_background(lambda: rig.apply(fleet))
     # The pressure lasts pressure_s, and on until one of the operator's passes was
     # refused (a slow machine may spend the first seconds starting the API server and
     # reconnecting the watches), at most SHED_MAX_SECONDS.
@@ -426,7 +426,7 @@ def leader_killed(rig: Rig, size: Size, seed: int) -> dict[str, Any]:
         while _holder(http) != names[0]:
             time.sleep(0.2)
         rig.start_operator(settings(names[1]))
-        join = _background(lambda: rig.reset(fleet))
+        join = in_background(lambda: rig.reset(fleet))
         time.sleep(rng.uniform(0.0, MIN_WAVE_S))
         os.kill(leader.pid, signal.SIGKILL)
         killed = time.monotonic()
@@ -435,7 +435,7 @@ def leader_killed(rig: Rig, size: Size, seed: int) -> dict[str, Any]:
             time.sleep(0.2)
         takeover_s = time.monotonic() - killed
         join()
-    figures = _settled(rig, fleet, since=killed)
+    figures = settled(rig, fleet, since=killed)
     rig.stop()  # the next scenario starts a single operator of its own
     return {
         "models": size.models,
@@ -519,7 +519,7 @@ def upgraded_in_place(rig: Rig, size: Size, revision: str = "HEAD~1") -> dict[st
     rig.stop()
     install_crds(kubectl_for(rig.cluster.kubeconfig))
     rig.start_operator()
-    figures = _settled(rig, fleet)
+    figures = settled(rig, fleet)
     after = _live_templates(rig, fleet)
     rolled = {name for name in before if before[name] != after[name]}
     assert rolled == wanted, (

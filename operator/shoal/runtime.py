@@ -129,7 +129,8 @@ def run(config: Settings) -> None:
     if config.leader_election_namespace:
         fence = Fence()
         with follower_liveness(config.liveness_endpoint):
-            lease_api = load_api_client(connections=2, user_agent=user_agent)
+            # A Lease request is given up after its timeout, never tried again unasked.
+            lease_api = load_api_client(connections=2, user_agent=user_agent, retries=False)
             leadership = lead(lease_api, election, fence)
     LEADER.set(1)
     op = build(config, fence, user_agent)
