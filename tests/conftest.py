@@ -6,6 +6,7 @@ are applied as markers, so ``pytest -m unit`` selects the fast ones.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -30,6 +31,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if tier not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: tests live in tests/<tier>/, tiers {TIERS}")
         item.add_marker(getattr(pytest.mark, tier))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """With $SHOAL_TALLY (set by tests.tiers), add this session's counts to that file, so
+    the tiers' runs can be totalled."""
+    tally = os.environ.get("SHOAL_TALLY")
+    if tally:
+        stats = terminalreporter.stats
+        counts = {k: len(stats.get(k, [])) for k in ("passed", "failed", "error", "skipped")}
+        with open(tally, "a") as out:
+            out.write(json.dumps(counts) + "\n")
 
 
 @pytest.fixture(scope="session")
