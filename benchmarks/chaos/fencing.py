@@ -132,7 +132,8 @@ def fenced(rig: Rig, size: Size, fault: str, seed: int) -> dict[str, Any]:
         faulted, faulted_at = time.monotonic(), dt.datetime.now(dt.UTC)
         exit_time = _exit_time(old.pid)
         join()
-        takeover_s = _until("the follower to lead", lambda: _leads(new), 3 * 15 + 15)
+        _until("the follower to lead", lambda: _leads(new), 3 * 15 + 15)
+        takeover_s = time.monotonic() - faulted
         # The new leader's work, which the old one's queued passes would undo.
         fleet = rescaled(fleet, 4)
         rig.apply(fleet)

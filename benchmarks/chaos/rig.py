@@ -67,6 +67,8 @@ class Rig:
     cluster: local.LocalCluster
     sa_kubeconfig: Path
     work: Path
+    # The operator's resync period (a no-op resync is observed over two of them).
+    resync_seconds: float = RESYNC_SECONDS
     stack: ExitStack = field(default_factory=ExitStack)
     operator: OperatorProcess | None = None
     operator_starts: int = 0
@@ -85,7 +87,7 @@ class Rig:
             running_operator(
                 kubeconfig or self.sa_kubeconfig,
                 log,
-                resync_seconds=RESYNC_SECONDS,
+                resync_seconds=self.resync_seconds,
                 env=env,
             )
         )
@@ -245,17 +247,22 @@ def _retrying(
 
 
 @contextmanager
-def rig(work: Path) -> Iterator[Rig]:
+def rig(
+    work: Path,
+    resync_seconds: float = RESYNC_SECONDS,
+    hpa_sync_period: str = bench.UPSTREAM_HPA_SYNC_PERIOD,
+) -> Iterator[Rig]:
     """A fresh local cluster with the CRDs, the benchmark's pools and the operator's
-    ServiceAccount; the operator is started by each scenario."""
-    with bench.fresh_cluster(work) as cluster:
+    ServiceAccount; the operator is started by each scenario. A small fleet can afford
+    a shorter resync and HPA sync than ``make chaos`` runs with."""
+    with bench.fresh_cluster(work, hpa_sync_period) as cluster:
         kubectl = kubectl_for(cluster.kubeconfig)
         install_crds(kubectl)
         sa_kubeconfig = operator_kubeconfig(cluster.kubeconfig, kubectl, work / "operator-sa")
         pools = work / "pools.yaml"
         pools.write_text(yaml.safe_dump_all(bench.pools()))
         kubectl("apply", "--server-side", f"--filename={pools}")
-        the_rig = Rig(cluster, sa_kubeconfig, work)
+        the_rig = Rig(cluster, sa_kubeconfig, work, resync_seconds)
         try:
             yield the_rig
         finally:

@@ -12,9 +12,13 @@ from benchmarks.chaos.scenarios import Size
 
 # Small enough for every CI run; ``make chaos`` runs 200 models over 20 namespaces.
 CI_SIZE = Size(models=40, namespaces=8)
+# 40 models afford a faster resync and HPA sync than 200 (each no-op resync is observed
+# over two resync rounds, a dozen times in the tier).
+CI_RESYNC_SECONDS = 4.0
+CI_HPA_SYNC_PERIOD = "5s"
 
 
 @pytest.fixture(scope="package")
 def chaos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
-    with rig(tmp_path_factory.mktemp("chaos")) as the_rig:
+    with rig(tmp_path_factory.mktemp("chaos"), CI_RESYNC_SECONDS, CI_HPA_SYNC_PERIOD) as the_rig:
         yield the_rig

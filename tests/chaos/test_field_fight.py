@@ -11,6 +11,6 @@ from tests.chaos.conftest import CI_SIZE
 
 
 def test_shoal_repairs_each_forced_change_once(chaos: Rig) -> None:
-    figures = field_fight(chaos, CI_SIZE, seconds=30, interval=6)
+    figures = field_fight(chaos, CI_SIZE, seconds=15, interval=5)
     print(figures)
     assert figures["operator_repairs_per_min"] == figures["admin_writes_per_min"]

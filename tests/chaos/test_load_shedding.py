@@ -11,6 +11,6 @@ from tests.chaos.conftest import CI_SIZE
 
 
 def test_the_operator_backs_off_and_loses_nothing(chaos: Rig) -> None:
-    figures = api_sheds_load(chaos, CI_SIZE, pressure_s=15)
+    figures = api_sheds_load(chaos, CI_SIZE, pressure_s=5)
     print(figures)
     assert figures["operator_retries"] > 0
