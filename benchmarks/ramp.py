@@ -72,7 +72,7 @@ from e2e.operator import running_operator
 from kubernetes import client
 
 from e2e import triton
-from shoal.autoscale.loop import PREDICT_SECONDS
+from shoal.reconcile.predictive import PREDICT_SECONDS
 from shoal.render.autoscaler import QUEUE_METRIC, REQUIRED_REPLICAS_METRIC
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -3,8 +3,8 @@
 * Gateway replicas: real ``haproxy`` processes (Debian's 2.6), one per simulated gateway
   pod, each in master-worker mode with its own runtime directory and ports, named with
   ``-L`` and peered with the others on 127.0.0.1. Their configuration is rendered by
-  :func:`shoal.render.haproxy.haproxy_config` and applied (written, checked, reloaded)
-  by :mod:`shoal.gateway.haproxy`, exactly as the gateway pod's agent does. Only the
+  :func:`shoal.render.haproxy_config.haproxy_config` and applied (written, checked, reloaded)
+  by :mod:`shoal.gateway.haproxy_runner`, exactly as the gateway pod's agent does. Only the
   ports differ between replicas here, as pods on one machine cannot share them.
 * Model replicas: real ``tritonserver`` processes serving the linear-cost Python model
   (e2e/models/linear_cost.py) with configs rendered by Shoal.
@@ -48,7 +48,8 @@ from e2e.cluster.local import free_port
 from e2e.linear_model import BODY, linear_model
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import InferenceModel
-from shoal.gateway import haproxy as runner
+from shoal.gateway import haproxy_runner as runner
+from shoal.render import gateway_files
 from shoal.render.batching import effective_batching
 from shoal.render.gateway_config import (
     PRIORITY_HEADER,
@@ -59,7 +60,8 @@ from shoal.render.gateway_config import (
     Server,
     SigningKey,
 )
-from shoal.render.haproxy import RuntimePaths, haproxy_config
+from shoal.render.gateway_files import RuntimePaths
+from shoal.render.haproxy_config import haproxy_config
 from shoal.render.model_config import render_config_pbtxt
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -309,8 +311,8 @@ class Replica:
 
     def start(self) -> None:
         Path(self.runtime.runtime_dir).mkdir(parents=True, exist_ok=True)
-        command = runner.command(
-            self.directory / runner.CONFIG_FILE, self.runtime, self.name, HAPROXY
+        command = gateway_files.command(
+            self.directory / gateway_files.CONFIG_FILE, self.runtime, self.name, HAPROXY
         )
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(

@@ -4,7 +4,7 @@ operator rendered into the pool's gateway ConfigMap.
 KWOK's pods run nothing. As e2e/monitoring.py starts a real tritonserver for each Running
 pod of a model, :class:`GatewayPods` starts a real haproxy (e2e/gateway.py's ``Replica``)
 for each Running pod of a pool's gateway and applies the ConfigMap's configuration to it
-the way the pod's agent does (shoal.gateway.haproxy.apply), every time the operator
+the way the pod's agent does (shoal.gateway.haproxy_runner.apply), every time the operator
 changes it. Only the pod's network and filesystem are simulated, by :func:`localize`:
 the pods' addresses become the 127.0.0.1 ports of the processes standing for them, and
 the pod's paths directories of this machine.
@@ -24,9 +24,10 @@ from kubernetes import client
 from e2e.cluster.local import free_port
 from e2e.gateway import Replica
 from e2e.monitoring import PodBackers, Prometheus, write_targets
-from shoal.gateway import haproxy as runner
-from shoal.render.gateway import LIVE_DIR, RUNTIME_DIR, gateway_name
+from shoal.gateway import haproxy_runner as runner
+from shoal.render.gateway import gateway_name
 from shoal.render.gateway_config import GRPC_PORT, HTTP_PORT, METRICS_PORT, PEERS_PORT
+from shoal.render.gateway_files import CONFIG_FILE, LIVE_DIR, RUNTIME_DIR
 
 HAPROXY = "/usr/sbin/haproxy"
 
@@ -156,7 +157,7 @@ class GatewayPods:
             self.applied.pop(pod, None)
         config_map = self.core.read_namespaced_config_map(name, self.namespace)
         data = dict(config_map.data or {})
-        text = data.pop(runner.CONFIG_FILE, "")
+        text = data.pop(CONFIG_FILE, "")
         files = {key: value.encode() for key, value in data.items()}
         peers = {pod: replica.peer_port for pod, replica in self.replicas.items()}
         models = self._model_ports()

@@ -29,9 +29,9 @@ import httpx
 from e2e import gateway as gw
 from e2e.linear_model import BODY
 from e2e.triton import TritonServer
-from shoal.gateway import haproxy as runner
+from shoal.gateway import haproxy_runner as runner
 from shoal.render.gateway_config import Limits
-from shoal.render.haproxy import overflow_backend
+from shoal.render.haproxy_config import overflow_backend
 
 INFER = "/v2/models/{}/infer"
 

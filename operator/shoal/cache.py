@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shoal.api.constants import GROUP, POOL_LABEL
-from shoal.kube.pod import is_ready
-from shoal.reconcile.autoscaler_state import scaling_active
+from shoal.render.autoscaler import scaling_active
+from shoal.render.pods import is_ready
 
 Key = tuple[str, str, str]  # (kind, namespace or "", name)
 # Tombstones kept, oldest forgotten first: a reply races its deletion by seconds.

@@ -32,7 +32,7 @@ def _cmd_gateway_agent(args: argparse.Namespace) -> int:
     import logging
 
     from shoal.gateway.agent import run
-    from shoal.render.haproxy import RuntimePaths
+    from shoal.render.gateway_files import RuntimePaths
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     return run(
@@ -46,7 +46,7 @@ def _cmd_gateway_agent(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from shoal.api.generate import write
+    from shoal.generate import write
 
     for path in write(Path(args.root)):
         print(f"wrote {path}")

@@ -22,8 +22,8 @@ import kopf
 
 from shoal import __version__
 from shoal.api.constants import API_VERSION, GATEWAY_LABEL, POOL_LABEL, ROUTED_BY_LABEL
-from shoal.autoscale.loop import PREDICT_SECONDS, predict_round
 from shoal.kube.client import ApiError
+from shoal.reconcile.predictive import PREDICT_SECONDS, predict_round
 from shoal.resync import listed, resync_all
 from shoal.state import ENDPOINTS_GATHER_SECONDS, Operator
 from shoal.telemetry import EVENTS, STALE_WATCH, stale_keys
@@ -217,7 +217,7 @@ async def _resync_forever(op: Operator) -> None:
 
 
 async def _predict_forever(op: Operator) -> None:
-    """Predictive scaling's rounds (shoal.autoscale.loop), on the HPA's own rhythm; a
+    """Predictive scaling's rounds (shoal.reconcile.predictive), on the HPA's own rhythm; a
     round with no predictive model, or no Prometheus, costs nothing."""
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, op.synced.wait)

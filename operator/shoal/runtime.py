@@ -18,12 +18,12 @@ from shoal import __version__
 from shoal.cache import Cache
 from shoal.controller import dispatch
 from shoal.kube.client import Kube, load_api_client
-from shoal.kube.verified import Verified
 from shoal.leader import Election, Fence, follower_liveness, lead
 from shoal.metrics.reader import MetricsReader
 from shoal.settings import Settings
 from shoal.state import Operator
 from shoal.telemetry import BUILD_INFO, LEADER
+from shoal.verified import Verified
 from shoal.watched import CHILDREN, INDEXED
 
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 
 from shoal.autoscale.predictions import Predictions
 from shoal.cache import Cache
-from shoal.gateway.keys import Issuer
 from shoal.kube.client import Kube
-from shoal.kube.verified import Verified
+from shoal.kube.kueue import KueueProbe
 from shoal.leader import Elector
 from shoal.metrics.reader import MetricsReader
-from shoal.reconcile.elastic import KueueProbe
+from shoal.render.keys import Issuer
 from shoal.settings import Settings
 from shoal.telemetry import QUEUE_DEPTH, ModelGauges, PoolGauges
+from shoal.verified import Verified
 from shoal.workqueue import WorkQueue
 
 # A pool's usage changes with every replica of every model it holds; its re-check waits
@@ -52,7 +52,7 @@ class Operator:
     _wakeups: dict[tuple[str, str, str], dt.datetime] = field(default_factory=dict, init=False)
     # This replica's hold on the leader Lease, released on a graceful stop (shoal.leader).
     leadership: Elector | None = field(default=None, init=False)
-    # What the predictive loop found for each model (shoal.autoscale.loop).
+    # What the predictive loop found for each model (shoal.reconcile.predictive).
     predictions: Predictions = field(default_factory=Predictions, init=False)
     # Each model's conditions and P95 target, as gauges the alerts read.
     model_gauges: ModelGauges = field(default_factory=ModelGauges, init=False)

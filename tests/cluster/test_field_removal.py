@@ -30,12 +30,12 @@ from shoal.api.constants import API_VERSION, MODEL_LABEL, POOL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
-from shoal.gateway.keys import PublicKey
 from shoal.kube.client import ApiError, Kube
 from shoal.reconcile.pool import admitted_namespaces
 from shoal.render.batching import effective_batching
 from shoal.render.desired import model_objects, pool_objects
 from shoal.render.gateway import GatewaySite, gateway_name, gateway_objects
+from shoal.render.keys import PublicKey
 from shoal.render.overflow import overflow_objects
 from shoal.render.schedule import floor_at
 from shoal.render.tenancy import tenant_objects

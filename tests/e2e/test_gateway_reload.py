@@ -14,8 +14,9 @@ from e2e.linear_model import BODY
 
 from e2e import gateway as gw
 from e2e import gateway_scenarios as scenarios
-from shoal.gateway import haproxy as runner
+from shoal.gateway import haproxy_runner as runner
 from shoal.render.gateway_config import Limits, Server, SigningKey
+from shoal.render.gateway_files import CONFIG_FILE
 
 
 def test_limits_change_under_load_without_a_failed_request(tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ def test_a_refused_or_unchanged_configuration_changes_nothing(tmp_path: Path) ->
         routes = [gw.route("team-a", "linear", gw.servers_of(servers))]
         with gw.gateway(tmp_path / "gw", {"team-a": Limits()}, routes) as gateway:
             replica = gateway.replicas[0]
-            before = (replica.directory / runner.CONFIG_FILE).read_text()
+            before = (replica.directory / CONFIG_FILE).read_text()
             reloads = runner.master_status(replica.runtime).reloads
             assert gateway.config is not None
             # A key whose file was never written: haproxy -c would accept it (and then
@@ -55,7 +56,7 @@ def test_a_refused_or_unchanged_configuration_changes_nothing(tmp_path: Path) ->
             )
             with pytest.raises(runner.InvalidConfigError, match="no-such-host"):
                 replica.apply(unresolvable, {})
-            assert (replica.directory / runner.CONFIG_FILE).read_text() == before
+            assert (replica.directory / CONFIG_FILE).read_text() == before
             assert runner.master_status(replica.runtime).reloads == reloads
             # What is already there is not applied again: no reload.
             again = replica.apply(gateway.config, gateway.issuer.key_files())

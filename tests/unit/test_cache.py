@@ -7,7 +7,7 @@ from typing import Any
 
 from shoal.cache import TOMBSTONES, Cache
 from shoal.kube.drift import digest
-from shoal.kube.verified import DEFAULT_TTL, Verified
+from shoal.verified import DEFAULT_TTL, Verified
 
 
 def hpa(generation: int = 1, desired: int = 1, rv: str = "1", target: int = 8) -> dict[str, Any]:

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from shoal.api.conditions import Cond
 from shoal.api.constants import KUEUE_ADMISSION_GATE, KUEUE_QUEUE_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError
-from shoal.reconcile.conditions import Cond
-from shoal.reconcile.elastic import KueueProbe, cohort_of, model_queue
+from shoal.kube.kueue import KueueProbe
+from shoal.reconcile.elastic import cohort_of, model_queue
 from shoal.reconcile.model import SCALED_TO_ZERO, rollout_outcome, scaled_to_zero
 from shoal.reconcile.pool import next_pool_change, parsed_pools
 from shoal.reconcile.replica_state import WAITING_FOR_QUOTA, replica_state

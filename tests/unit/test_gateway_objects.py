@@ -13,12 +13,12 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from shoal.api.tenantpool import TenantPool
 from shoal.gateway.agent import Agent
-from shoal.gateway.haproxy import InvalidConfigError
-from shoal.gateway.keys import PublicKey, issuer_from, public_key
+from shoal.gateway.haproxy_runner import InvalidConfigError
 from shoal.render.gateway import GatewaySite, audience, gateway_objects
 from shoal.render.gateway_config import Limits
+from shoal.render.gateway_files import RuntimePaths
 from shoal.render.gateway_plan import tenant_limits
-from shoal.render.haproxy import RuntimePaths
+from shoal.render.keys import PublicKey, issuer_from, public_key
 from tests.support.resources import example
 
 

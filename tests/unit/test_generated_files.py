@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from shoal.api.crd import KINDS, crd
-from shoal.api.generate import rendered_files
+from shoal.generate import rendered_files
 
 REPO = Path(__file__).resolve().parents[2]
 

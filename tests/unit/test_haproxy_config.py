@@ -22,7 +22,7 @@ from shoal.render.gateway_config import (
     Server,
     SigningKey,
 )
-from shoal.render.haproxy import (
+from shoal.render.haproxy_config import (
     GatewayConfigError,
     burst_limit,
     grpc_name_prefix,

@@ -68,8 +68,8 @@ def test_the_cost_and_gpu_figures_become_status_fields() -> None:
 def test_batch_fill_is_the_average_batch_over_the_models_max_batch_size() -> None:
     """From Prometheus' average batch size and the model's effective maxBatchSize; kept
     from the last figures while Prometheus is not asked on a pass."""
+    from shoal.api.conditions import Cond
     from shoal.api.inferencemodel import InferenceModel
-    from shoal.reconcile.conditions import Cond
     from shoal.reconcile.model import Outcome, model_status
     from tests.support.resources import example_documents
 

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-# Loaded by shoal.autoscale.round (numpy) or by tritonclient's gRPC client, never by a
+# Loaded by shoal.reconcile.predictive_round (numpy) or by tritonclient's gRPC client, never by a
 # plain operator: together about 35 MB of its memory.
 HEAVY = ("numpy", "grpc", "ml_dtypes")
 
@@ -49,4 +49,4 @@ def test_the_grpc_client_imported_later_shares_the_schema() -> None:
 
 
 def test_the_predictive_round_loads_numpy_when_it_is_needed() -> None:
-    assert "numpy" in _modules_after("import shoal.autoscale.round")
+    assert "numpy" in _modules_after("import shoal.reconcile.predictive_round")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shoal.cache import projection
-from shoal.kube.pod import is_ready, ready_condition
+from shoal.render.pods import is_ready, ready_condition
 
 
 def pod(*conditions: tuple[str, str], name: str = "p") -> dict[str, Any]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shoal.api.conditions import Cond, merge_conditions
 from shoal.kube.drift import current, digest, holds, stamped
-from shoal.reconcile.conditions import Cond, merge_conditions
 from shoal.reconcile.model import rollout_outcome
 from shoal.reconcile.pool import pool_usage
 

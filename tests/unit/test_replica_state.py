@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.reconcile.conditions import Cond
+from shoal.api.conditions import Cond
 from shoal.reconcile.model import Outcome, with_replica_states
 from shoal.reconcile.replica_state import replica_state, summarise
 

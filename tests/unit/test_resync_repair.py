@@ -9,10 +9,10 @@ from typing import Any, cast
 
 from shoal.cache import Cache
 from shoal.kube.client import Kube
-from shoal.kube.verified import Verified
 from shoal.resync import _repair
 from shoal.settings import Settings
 from shoal.state import Operator
+from shoal.verified import Verified
 
 
 class ApiServer:

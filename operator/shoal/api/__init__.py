@@ -1,1 +1,2 @@
-"""The custom resources: pydantic models, the single source of the CRDs."""
+"""The custom resources: pydantic models, the single source of the CRDs, and the
+conditions their status carries."""

@@ -22,8 +22,8 @@ from shoal.autoscale.predict import (
     ForecastConfig,
     RateHistory,
 )
-from shoal.kube.pod import ready_condition
 from shoal.render.batching import effective_batching
+from shoal.render.pods import ready_condition
 
 ModelKey = tuple[str, str]  # (namespace, name)
 # A model without a P95 target plans on its largest batch: any latency is acceptable.

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-import requests
+import httpx
 
 from shoal.api.admission_policy import NAME as ADMISSION_NAME
 from shoal.api.crd import all_crds
@@ -112,7 +112,8 @@ class Prometheus:
         self.timeout = timeout
 
     def _data(self, path: str) -> Obj:
-        reply = requests.get(f"{self.url}{path}", timeout=self.timeout)
+        # Redirects followed: httpx does not by default, and a proxy in front may send one.
+        reply = httpx.get(f"{self.url}{path}", timeout=self.timeout, follow_redirects=True)
         reply.raise_for_status()
         body: Obj = reply.json()
         if body.get("status") != "success":
@@ -232,9 +233,10 @@ def _metrics_api(cluster: Cluster, hpas: list[Obj]) -> list[Finding]:
 
 
 def _prometheus(prometheus: Prometheus, models_expected: bool) -> list[Finding]:
+    # A malformed URL too: httpx.InvalidURL is no HTTPError.
     try:
         groups, targets = prometheus.rule_groups(), prometheus.targets()
-    except (requests.RequestException, ValueError, KeyError) as exc:
+    except (httpx.HTTPError, httpx.InvalidURL, ValueError, KeyError) as exc:
         return [checks.prometheus_unreachable(prometheus.url, f"{type(exc).__name__}: {exc}")]
     return checks.check_prometheus_rules(groups) + checks.check_prometheus_targets(
         targets, models_expected

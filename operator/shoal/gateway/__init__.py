@@ -1,3 +1,2 @@
-"""The pool gateway at run time: the cluster's signing keys it verifies tokens with,
-applying a rendered configuration to a running HAProxy, and the agent that does so
-whenever the pool's gateway ConfigMap changes."""
+"""The pool gateway at run time: applying a rendered configuration to a running HAProxy,
+and the agent that does so whenever the pool's gateway ConfigMap changes."""

@@ -4,9 +4,9 @@ configuration.
 The operator renders the pool's gateway configuration into one ConfigMap (HAProxy's
 configuration and the signing keys). The agent watches that ConfigMap through the API
 (not a mounted volume, which the kubelet refreshes only every minute or so), and applies
-each version with shoal.gateway.haproxy: written into the directory HAProxy reads,
-checked by HAProxy itself, and HAProxy's master told to reload (new workers take new
-connections on the new configuration while the old ones finish their requests).
+each version with shoal.gateway.haproxy_runner: written into the directory HAProxy
+reads, checked by HAProxy itself, and HAProxy's master told to reload (new workers take
+new connections on the new configuration while the old ones finish their requests).
 ``--once`` (the init container) writes the files and exits, so HAProxy starts on them.
 """
 
@@ -20,9 +20,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from shoal.gateway import haproxy
-from shoal.gateway.haproxy import CONFIG_FILE
-from shoal.render.haproxy import RuntimePaths
+from shoal.gateway import haproxy_runner
+from shoal.render.gateway_files import CONFIG_FILE, RuntimePaths
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0
@@ -33,15 +32,16 @@ def digest(data: Mapping[str, str]) -> str:
 
 
 class Agent:
-    """Applies each new version of the gateway's ConfigMap once (shoal.gateway.haproxy:
-    written, checked with ``haproxy -c``, and HAProxy reloaded)."""
+    """Applies each new version of the gateway's ConfigMap once
+    (shoal.gateway.haproxy_runner: written, checked with ``haproxy -c``, and HAProxy
+    reloaded)."""
 
     def __init__(
         self,
         directory: Path,
         runtime: RuntimePaths,
         local_peer: str,
-        applier: Callable[..., Any] = haproxy.apply,
+        applier: Callable[..., Any] = haproxy_runner.apply,
         binary: str = "haproxy",
     ) -> None:
         self.directory = directory
@@ -69,7 +69,7 @@ class Agent:
                 binary=self.binary,
                 reload_running=reload_haproxy,
             )
-        except haproxy.InvalidConfigError as refused:
+        except haproxy_runner.InvalidConfigError as refused:
             log.error("gateway configuration %s refused by haproxy: %s", wanted[:12], refused)
             self._applied = wanted  # the same text would be refused again
             return False

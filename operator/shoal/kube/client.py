@@ -48,7 +48,7 @@ class WriteFence(Protocol):
 
 
 class KnownState(Protocol):
-    """What the watches vouch for (shoal.kube.verified.Verified)."""
+    """What the watches vouch for (shoal.verified.Verified)."""
 
     def record(self, wanted: str, body: dict[str, Any]) -> None: ...
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from shoal.gateway.keys import Issuer, issuer_from
 from shoal.kube.client import Kube
+from shoal.render.keys import Issuer, issuer_from
 
 DISCOVERY_PATH = "/.well-known/openid-configuration"
 JWKS_PATH = "/openid/v1/jwks"

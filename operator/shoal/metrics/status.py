@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from shoal.api.conditions import Cond
 from shoal.metrics.reader import Figures
-from shoal.reconcile.conditions import Cond
 
 
 def format_seconds(seconds: float) -> str:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.reconcile.conditions import Cond
+from shoal.api.conditions import Cond
+from shoal.render.autoscaler import scaling_active
 
-SCALING_ACTIVE = "ScalingActive"
 # The HPA's reason while its target has no replicas: it does not scale from zero, which
 # says nothing about its metrics (a model its pool's capacity window parked, or an
 # HPA that has not looked again since the model came back).
@@ -26,21 +26,6 @@ AUTOSCALER_READY = "AutoscalerReady"
 NOT_EVALUATED = Cond(
     AUTOSCALER_READY, "Unknown", "NotEvaluated", "The HPA has not evaluated its metrics yet."
 )
-
-
-def scaling_active(hpa_status: dict[str, Any]) -> dict[str, Any] | None:
-    """The part of an HPA's ScalingActive condition Shoal depends on, or None."""
-    for cond in hpa_status.get("conditions") or []:
-        if cond.get("type") == SCALING_ACTIVE:
-            kept = {
-                "type": SCALING_ACTIVE,
-                "status": cond.get("status"),
-                "reason": cond.get("reason"),
-            }
-            if cond.get("status") != "True":
-                kept["message"] = cond.get("message") or ""
-            return kept
-    return None
 
 
 def autoscaler_condition(hpa: dict[str, Any] | None) -> Cond:

@@ -6,24 +6,21 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from shoal.api.conditions import Cond
 from shoal.api.constants import (
     API_VERSION,
     KUEUE_API_VERSION,
-    KUEUE_GROUP,
-    KUEUE_VERSION,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     POOL_LABEL,
 )
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError, Kube
-from shoal.reconcile.conditions import Cond
+from shoal.kube.kueue import KueueProbe
 from shoal.render.elastic import (
     Nominal,
     capacity_figures,
@@ -41,39 +38,12 @@ from shoal.render.quota_drain import (
 log = logging.getLogger(__name__)
 
 KUEUE_KINDS = ("LocalQueue", "ClusterQueue", "ResourceFlavor")  # deletion order
-# How long an answer to "does the cluster serve Kueue?" is trusted, and how often a pool
-# with elastic capacity looks again (Kueue's objects are not watched; Kueue may come).
-PROBE_SECONDS = 10.0
+# How often a pool with elastic capacity looks again (Kueue's objects are not watched;
+# Kueue may come).
 RECHECK_SECONDS = 30.0
 # How soon a pool holding GPUs beyond a lowered quota looks again: each eviction waits
 # for the PodDisruptionBudget, i.e. for the previous replica's replacement.
 DRAIN_SECONDS = 5.0
-
-
-@dataclass
-class KueueProbe:
-    """Whether the API server serves Kueue's API, asked at most every ``ttl`` seconds
-    (a model's pass asks too, and there may be thousands)."""
-
-    ttl: float = PROBE_SECONDS
-    clock: Callable[[], float] = time.monotonic
-    _answer: tuple[bool, float] | None = field(default=None, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-
-    def served(self, kube: Kube) -> bool:
-        with self._lock:
-            if self._answer is not None and self.clock() - self._answer[1] < self.ttl:
-                return self._answer[0]
-        try:
-            document = kube.get_path(f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}")
-            served = any(r.get("kind") == "ClusterQueue" for r in document.get("resources", []))
-        except ApiError as exc:
-            if exc.status not in (403, 404, 503):
-                raise
-            served = False
-        with self._lock:
-            self._answer = (served, self.clock())
-        return served
 
 
 @dataclass(frozen=True)

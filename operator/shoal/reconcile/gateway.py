@@ -16,7 +16,6 @@ from shoal.api.constants import GATEWAY_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
-from shoal.gateway.keys import Issuer
 from shoal.kube.client import ApiError
 from shoal.kube.issuer import JWKS_PATH, fetch_issuer
 from shoal.render.gateway import (
@@ -32,7 +31,8 @@ from shoal.render.gateway_config import (
     Server,
 )
 from shoal.render.gateway_plan import gateway_config, route, unique_routes
-from shoal.render.haproxy import GatewayConfigError, haproxy_config
+from shoal.render.haproxy_config import GatewayConfigError, haproxy_config
+from shoal.render.keys import Issuer
 from shoal.render.overflow import overflow_name
 from shoal.state import Operator
 

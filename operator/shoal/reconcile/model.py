@@ -18,13 +18,13 @@ from pydantic import ValidationError
 from shoal.api.admission import admits, refusals
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_duration, parse_object
+from shoal.api.conditions import Cond, condition
 from shoal.api.constants import API_VERSION, MODEL_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
 from shoal.metrics.status import metrics_status
 from shoal.reconcile.autoscaler_state import AUTOSCALER_READY, autoscaler_condition
-from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.elastic import model_queue
 from shoal.reconcile.overflow import OVERFLOW_READY, OverflowState, converge_overflow
 from shoal.reconcile.pool import isolation_objects

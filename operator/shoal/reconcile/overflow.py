@@ -14,11 +14,11 @@ from pydantic import ValidationError
 from shoal.api.admission import refusals
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_object
+from shoal.api.conditions import Cond
 from shoal.api.constants import OVERFLOW_OF_LABEL
 from shoal.api.inferencemodel import InferenceModel, Overflow
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
-from shoal.reconcile.conditions import Cond
 from shoal.reconcile.elastic import model_queue
 from shoal.reconcile.pool import isolation_objects
 from shoal.render.names import model_config_name

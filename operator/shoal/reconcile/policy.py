@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
-from shoal.reconcile.conditions import Cond
+from shoal.api.conditions import Cond
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.state import Operator
 

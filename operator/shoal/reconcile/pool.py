@@ -16,11 +16,11 @@ from pydantic import ValidationError
 
 from shoal.api.admission import admits
 from shoal.api.common import parse_object
+from shoal.api.conditions import Cond, condition
 from shoal.api.constants import GATEWAY_LABEL, POOL_FINALIZER, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
-from shoal.reconcile.conditions import Cond, condition
 from shoal.reconcile.elastic import DRAIN_SECONDS, RECHECK_SECONDS, converge_capacity
 from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
 from shoal.reconcile.status import assemble, kstatus, write_status

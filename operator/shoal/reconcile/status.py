@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from shoal.api.conditions import Cond, merge_conditions, now_rfc3339
 from shoal.cache import Cache
 from shoal.kube.client import Kube
-from shoal.reconcile.conditions import Cond, merge_conditions, now_rfc3339
 
 NOT_STALLED = Cond("Stalled", "False", "AsExpected", "Nothing blocks the spec.")
 

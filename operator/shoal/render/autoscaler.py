@@ -31,6 +31,8 @@ PERIOD_SECONDS = 15
 # noise on top, which the replay measures as the dearer setting. Advice, not a default:
 # v1alpha1 stores 5m for every model (docs/api-versioning.md).
 PREDICTIVE_COOL_DOWN = "1m"
+# The HPA's condition that says whether it can read its metrics (AutoscalerReady).
+SCALING_ACTIVE = "ScalingActive"
 
 
 def target_queue_depth(model: InferenceModel, batching: BatchPolicySpec) -> int:
@@ -176,3 +178,18 @@ def horizontal_autoscaler(
             },
         },
     }
+
+
+def scaling_active(hpa_status: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of an HPA's ScalingActive condition Shoal depends on, or None."""
+    for cond in hpa_status.get("conditions") or []:
+        if cond.get("type") == SCALING_ACTIVE:
+            kept = {
+                "type": SCALING_ACTIVE,
+                "status": cond.get("status"),
+                "reason": cond.get("reason"),
+            }
+            if cond.get("status") != "True":
+                kept["message"] = cond.get("message") or ""
+            return kept
+    return None

@@ -17,13 +17,13 @@ from shoal.api.admission import admits
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
-from shoal.gateway.keys import Issuer, PublicKey
 from shoal.render.batching import effective_batching
 from shoal.render.desired import model_objects, pool_objects
 from shoal.render.gateway import GatewaySite, gateway_objects
 from shoal.render.gateway_config import Route
 from shoal.render.gateway_plan import gateway_config, route, unique_routes
-from shoal.render.haproxy import haproxy_config
+from shoal.render.haproxy_config import haproxy_config
+from shoal.render.keys import Issuer, PublicKey
 from shoal.render.overflow import overflow_objects
 from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS, tenant_objects
 

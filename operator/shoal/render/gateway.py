@@ -2,7 +2,7 @@
 
 In the gateway namespace (one for all pools, ``shoal-gateways`` by default), each pool
 with a gateway gets ``gw-<pool>``: a ConfigMap holding HAProxy's configuration (rendered
-by shoal.render.haproxy) and the cluster's token signing keys, a Deployment of HAProxy
+by shoal.render.haproxy_config) and the cluster's token signing keys, a Deployment of HAProxy
 with Shoal's agent beside it (it reloads HAProxy, without dropping a request, whenever
 the ConfigMap changes), a Service, a PodDisruptionBudget and a NetworkPolicy that lets
 in only the pool's tenants, its monitoring and the gateway's own replicas.
@@ -16,10 +16,9 @@ from typing import Any
 
 from shoal.api.constants import GATEWAY_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
-from shoal.gateway.haproxy import CONFIG_FILE, command
-from shoal.gateway.keys import PublicKey
 from shoal.render.gateway_config import GRPC_PORT, HTTP_PORT, METRICS_PORT, PEERS_PORT
-from shoal.render.haproxy import RuntimePaths
+from shoal.render.gateway_files import CONFIG_FILE, LIVE_DIR, RUNTIME_DIR, RuntimePaths, command
+from shoal.render.keys import PublicKey
 from shoal.render.names import owner_references
 from shoal.render.security import container_security_context
 from shoal.render.tenancy import namespace_peer
@@ -30,9 +29,6 @@ DEFAULT_GATEWAY_IMAGE = "docker.io/library/haproxy:2.6.12"
 GATEWAY_SERVICE_ACCOUNT = "shoal-gateway"
 # The official HAProxy image runs as its haproxy user.
 HAPROXY_UID = 99
-# Where the agent writes the live configuration and keys, and where HAProxy's sockets are.
-LIVE_DIR = "/var/run/shoal-gateway"
-RUNTIME_DIR = "/var/run/haproxy"
 # The gateway answers this itself, without a token: whether it is up (probes).
 HEALTH_PATH = "/v2/health/ready"
 _POD_NAME = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}

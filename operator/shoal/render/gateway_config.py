@@ -2,7 +2,7 @@
 
 The operator builds a :class:`GatewayConfig` from the TenantPool, its admitted tenants,
 its InferenceModels and their ready endpoints, the gateway's own replicas and the
-cluster's service-account signing keys; :func:`shoal.render.haproxy.haproxy_config`
+cluster's service-account signing keys; :func:`shoal.render.haproxy_config.haproxy_config`
 turns it into HAProxy's configuration, a pure function like config.pbtxt. Tests build
 one directly, with 127.0.0.1 addresses, and run the real haproxy on it.
 """
@@ -10,6 +10,8 @@ one directly, with 127.0.0.1 addresses, and run the real haproxy on it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from shoal.render.gateway_files import RUNTIME_DIR
 
 # The gateway's ports, as Triton's: clients see the same API on the same ports.
 HTTP_PORT = 8000
@@ -105,7 +107,7 @@ class GatewayConfig:
     grpc_port: int = GRPC_PORT
     metrics_port: int = METRICS_PORT
     # Where the master CLI and runtime sockets live in the gateway's container.
-    runtime_dir: str = "/var/run/haproxy"
+    runtime_dir: str = RUNTIME_DIR
     # The address the HTTP, gRPC and metrics ports listen on: "" is every address (a
     # pod); tests on a shared machine listen on 127.0.0.1 only.
     bind_address: str = ""

@@ -14,10 +14,11 @@ from shoal.api.common import parse_duration
 from shoal.api.gateway import GatewayLimits, TenantLimits
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
-from shoal.gateway.keys import Issuer
 from shoal.render.batching import effective_batching
-from shoal.render.gateway import LIVE_DIR, RUNTIME_DIR, audience
+from shoal.render.gateway import audience
 from shoal.render.gateway_config import GatewayConfig, Limits, Peer, Route, Server, SigningKey
+from shoal.render.gateway_files import LIVE_DIR, RUNTIME_DIR
+from shoal.render.keys import Issuer
 from shoal.render.schedule import is_open
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from shoal.api.constants import KUEUE_ADMISSION_GATE, MODEL_LABEL
 from shoal.api.tenantpool import TenantPool
-from shoal.kube.pod import is_ready
 from shoal.render.elastic import Nominal, count, queue_name
+from shoal.render.pods import is_ready
 from shoal.render.workload import GPU
 
 FINISHED_PHASES = ("Succeeded", "Failed")

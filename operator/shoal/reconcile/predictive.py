@@ -4,12 +4,12 @@ the replicas its forecast demand needs, published for the HPA.
 One round reads everything it needs in four range queries for all models at once (the
 arrival rate over the last hours, and each replica's batches, requests and compute time
 over the last minutes), then runs shoal.autoscale.predict per model: the same code the
-autoscaling replay measures (shoal.autoscale.round). The result goes to the operator's own metrics
-(``shoal_model_required_replicas``, an object metric on the model's Service once
-Prometheus scrapes the operator and prometheus-adapter serves it) and to the model's
-status on its next periodic pass. A round that cannot reach Prometheus publishes nothing
-new: the figures go stale, and the HPA, missing one metric, scales on the others and
-never down.
+autoscaling replay measures (shoal.reconcile.predictive_round). The result goes to the
+operator's own metrics (``shoal_model_required_replicas``, an object metric on the
+model's Service once Prometheus scrapes the operator and prometheus-adapter serves it)
+and to the model's status on its next periodic pass. A round that cannot reach
+Prometheus publishes nothing new: the figures go stale, and the HPA, missing one metric,
+scales on the others and never down.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def predict_round(op: Operator, now: float | None = None) -> None:
     if models:
         # Here, not at the top: the forecast's numpy loads only once a model asks for
         # predictive scaling, not into every operator's memory.
-        from shoal.autoscale.round import predictions_for
+        from shoal.reconcile.predictive_round import predictions_for
 
         found = predictions_for(op, models, end, PREDICT_SECONDS)
         if found is None:

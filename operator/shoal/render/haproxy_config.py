@@ -1,7 +1,7 @@
 """HAProxy's configuration for a pool's gateway: :class:`GatewayConfig` in, text out.
 
 Pure and deterministic, like config.pbtxt: the gateway's agent writes the text, checks it
-with ``haproxy -c`` and reloads (:mod:`shoal.gateway.haproxy`). Everything the gateway
+with ``haproxy -c`` and reloads (:mod:`shoal.gateway.haproxy_runner`). Everything the gateway
 does is done by HAProxy's own primitives; the layout is:
 
 ``frontend edge`` (the HTTP port, and the gRPC port as h2c)
@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from shoal.render.gateway_config import (
     PRIORITY_HEADER,
@@ -50,6 +49,7 @@ from shoal.render.gateway_config import (
     Limits,
     Route,
 )
+from shoal.render.gateway_files import ALGORITHMS, RuntimePaths
 
 # The peers section and its stick tables. Each replica counts a tenant's accepted
 # requests under its own key, "<tenant>|<replica>"; peers replicate every key to every
@@ -88,7 +88,6 @@ ERROR_LIMIT = 10
 CLOCK_SKEW_S = 60
 # The first entries of an "aud" array that are compared with the gateway's audience.
 MAX_AUDIENCES = 8
-ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
 
 CONNECT_TIMEOUT_MS = 1000
 HTTP_REQUEST_TIMEOUT_MS = 10_000
@@ -132,38 +131,6 @@ _PATH = re.compile(r"^/[A-Za-z0-9._/@+-]+$")
 
 class GatewayConfigError(ValueError):
     """A GatewayConfig the configuration cannot express safely."""
-
-
-@dataclass(frozen=True)
-class RuntimePaths:
-    """Where a gateway's sockets and state live (``GatewayConfig.runtime_dir``)."""
-
-    runtime_dir: str
-
-    @property
-    def master_socket(self) -> str:
-        """The master CLI (haproxy's ``-S``): ``reload``, ``show proc``."""
-        return f"{self.runtime_dir}/master.sock"
-
-    @property
-    def admin_socket(self) -> str:
-        """The worker's runtime API; it also hands the listeners to a reloaded worker."""
-        return f"{self.runtime_dir}/admin.sock"
-
-    @property
-    def routes_socket(self) -> str:
-        """The gates' second hop."""
-        return f"{self.runtime_dir}/routes.sock"
-
-    @property
-    def local_peer_socket(self) -> str:
-        """A single replica's peers listener: a reload's old worker teaches the new one."""
-        return f"{self.runtime_dir}/peers.sock"
-
-    @property
-    def server_state(self) -> str:
-        """Servers' states saved before a reload, so a replica that was down stays down."""
-        return f"{self.runtime_dir}/server-state"
 
 
 def gate_backend(tenant: str) -> str:

@@ -16,7 +16,7 @@ from shoal.metrics.pipeline import adapter_rules, kubernetes_scrape_configs, rec
 HEADER = "# Generated from operator/shoal by `make generate`. Do not edit.\n"
 
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 RBAC = "manifests/base/rbac.yaml"
 
 

@@ -22,7 +22,8 @@ HAProxy runs in master-worker mode (``-W``) with its master CLI on a unix socket
 5. the master's reload counter is watched until it moves (a failed load is reported
    as :class:`ReloadError`), then the new worker until it has learned the tables.
 
-No module state: every function takes the paths it works on.
+No module state: every function takes the paths it works on. The file names and
+HAProxy's command line come from shoal.render.gateway_files, shared with the operator.
 """
 
 from __future__ import annotations
@@ -37,10 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from shoal.render.haproxy import RuntimePaths
-
-CONFIG_FILE = "haproxy.cfg"
-CANDIDATE_FILE = ".haproxy.cfg.candidate"
+from shoal.render.gateway_files import CANDIDATE_FILE, CONFIG_FILE, RuntimePaths
 
 
 class GatewayError(RuntimeError):
@@ -78,23 +76,6 @@ class Applied:
     reloads: int  # the master's reload count after this change
     seconds: float
     tables_handed_over: bool = True
-
-
-def command(
-    config: Path, runtime: RuntimePaths, local_peer: str, binary: str = "haproxy"
-) -> list[str]:
-    """The command line of a gateway replica: master-worker, the master CLI on a unix
-    socket, and the replica's peer name (``-L``), which its stick-table keys carry."""
-    return [
-        binary,
-        "-W",
-        "-S",
-        f"{runtime.master_socket},mode,600",
-        "-f",
-        str(config),
-        "-L",
-        local_peer,
-    ]
 
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:

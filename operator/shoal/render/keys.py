@@ -16,13 +16,14 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from shoal.render.gateway_files import ALGORITHMS
+
 _CURVES: dict[str, ec.EllipticCurve] = {
     "P-256": ec.SECP256R1(),
     "P-384": ec.SECP384R1(),
     "P-521": ec.SECP521R1(),
 }
 _DEFAULT_ALG = {"RSA": "RS256", "P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}
-SUPPORTED_ALGS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def public_key(jwk: dict[str, Any]) -> PublicKey | None:
         alg = jwk.get("alg") or _DEFAULT_ALG[jwk["crv"]]
     else:
         return None
-    if alg not in SUPPORTED_ALGS:
+    if alg not in ALGORITHMS:
         return None
     pem = key.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
