@@ -314,6 +314,34 @@ def _back(restart: dict[str, Any]) -> str:
     return f"after it was back and the wave had landed ({landed:g} s after it was back)"
 
 
+def _fenced_rows(sc: dict[str, Any]) -> list[str]:
+    """The fenced-leadership scenarios (benchmarks.chaos.fencing): who stepped down
+    when, and the old leader's writes after the takeover, from the audit log."""
+    pause, cut, hand = sc["leader_pause"], sc["leader_partition"], sc["leader_handover"]
+
+    def end(f: dict[str, Any]) -> str:
+        return (
+            f"old leader's writes after the takeover: {f['old_leader_writes_after_takeover']} "
+            f"(audit log) | exact, {f['noop_writes']} no-op writes |"
+        )
+
+    return [
+        f"| the leader paused (SIGSTOP) past its Lease mid-wave, resumed after the follower "
+        f"had applied a further change | follower leading {pause['takeover_s']:g} s after "
+        f"the pause; old leader out {pause['old_leader_out_s']:g} s, stepped down "
+        f"{pause['step_down_s']:g} s after its resume; {end(pause)}",
+        f"| the leader cut off from the API server mid-wave (a silent partition: nftables "
+        f"drops its packets) | follower leading {cut['takeover_s']:g} s after the cut; old "
+        f"leader stepped down {cut['step_down_s']:g} s after the cut, "
+        f"{'while still cut off' if cut['stepped_down_while_cut_off'] else 'after the heal'}; "
+        f"{end(cut)}",
+        f"| the leader's Lease handed to the follower by hand mid-wave | old leader stepped "
+        f"down {hand['step_down_s']:g} s after the edit; the follower, named but not "
+        f"renewing, waited out the Lease and led {hand['takeover_s']:g} s after the edit; "
+        f"{end(hand)}",
+    ]
+
+
 def reliability_block() -> str:
     """The chaos suite's figures (benchmarks/results/chaos.json) as the README quotes
     them: one row per scenario, the end state each reached."""
@@ -338,6 +366,7 @@ def reliability_block() -> str:
         f"(the Lease's {leader['lease_duration_s']} s to expire, then the follower's next "
         f"try); converged {leader['converged_s']:g} s after the kill | exact, "
         f"{leader['noop_writes']} no-op writes |",
+        *_fenced_rows(sc),
         f"| kill -9 of the operator mid-wave, restart ({len(rounds)} rounds, seed "
         f"{killed['seed']}) | converged {min(converged):g} to {max(converged):g} s after the "
         f"restart | exact in {len(rounds)}/{len(rounds)}, "
