@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 from pathlib import Path
 
@@ -56,7 +57,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def _cmd_render(args: argparse.Namespace) -> int:
     import yaml
 
-    from shoal.render.documents import RenderError, render_documents
+    from shoal.render.documents import RenderError, RenderFacts, render_documents
+    from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS
 
     docs: list[dict[str, object]] = []
     for name in args.filename:
@@ -73,16 +75,43 @@ def _cmd_render(args: argparse.Namespace) -> int:
         for text in texts:
             docs += [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
     try:
-        objects = (
-            render_documents(docs, tuple(args.cluster_cidr))
-            if args.cluster_cidr
-            else render_documents(docs)
+        facts = RenderFacts(
+            at=args.at or dt.datetime.now(dt.UTC),
+            kueue_served=args.kueue,
+            forecasts=dict(args.forecast or []),
+            available=dict(args.available or []),
         )
+        cidrs = tuple(args.cluster_cidr) if args.cluster_cidr else DEFAULT_CLUSTER_CIDRS
+        objects = render_documents(docs, cidrs, facts=facts)
     except RenderError as exc:
         print(f"shoal render: {exc}", file=sys.stderr)
         return 1
+    # What the operator would read from the cluster, as this preview assumed it.
+    sys.stdout.write("".join(f"# {line}\n" for line in facts.described()))
     sys.stdout.write(yaml.dump_all(objects, Dumper=_block_dumper(), sort_keys=False))
     return 0
+
+
+def _moment(text: str) -> dt.datetime:
+    """An RFC 3339 time (``2026-12-03T09:00:00Z``) for ``--at``."""
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time such as 2026-12-03T09:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone: add Z or an offset")
+    return moment
+
+
+def _model_count(text: str) -> tuple[tuple[str, str], int]:
+    """``NAMESPACE/NAME=N`` for ``--forecast`` and ``--available``."""
+    where, _, count = text.partition("=")
+    namespace, _, name = where.partition("/")
+    if not (namespace and name and count.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE/NAME=N (N a whole number)")
+    return (namespace, name), int(count)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
@@ -156,6 +185,35 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CIDR",
         help="a network of the cluster that model downloads never reach (repeatable), as "
         "SHOAL_CLUSTER_CIDRS gives it to the operator; default: the private ranges",
+    )
+    # The facts the operator reads from the cluster; the output's first lines say which
+    # were given and which defaulted.
+    p.add_argument(
+        "--at",
+        type=_moment,
+        help="the moment to plan for (scheduled windows, capacity windows), RFC 3339; default: now",
+    )
+    p.add_argument(
+        "--kueue",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="whether the cluster serves Kueue (elastic pools' queues and GPU ceilings); "
+        "default: yes",
+    )
+    p.add_argument(
+        "--forecast",
+        action="append",
+        type=_model_count,
+        metavar="NAMESPACE/NAME=N",
+        help="the warm pool a predictive model's forecast asks for (repeatable); default: none",
+    )
+    p.add_argument(
+        "--available",
+        action="append",
+        type=_model_count,
+        metavar="NAMESPACE/NAME=N",
+        help="available replicas of a model, for its elastic pool's GPU shares (repeatable); "
+        "default: its minReplicas",
     )
     p.set_defaults(func=_cmd_render)
 

@@ -31,13 +31,14 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, Kube
+from shoal.kube.kueue import KueueProbe
 from shoal.reconcile.pool import admitted_namespaces
 from shoal.render.batching import effective_batching
-from shoal.render.desired import model_objects, pool_objects
+from shoal.render.desired import pool_objects
 from shoal.render.gateway import GatewaySite, gateway_name, gateway_objects
 from shoal.render.keys import PublicKey
+from shoal.render.model_plan import ModelFacts, plan_model
 from shoal.render.overflow import overflow_objects
-from shoal.render.schedule import floor_at
 from shoal.render.tenancy import tenant_objects
 from tests.support.optional_fields import CASES, resolve
 from tests.support.passes import operator_counters, wait_for_passes
@@ -179,6 +180,7 @@ def _differences(
     }
     namespaces = kube.list("v1", "Namespace")
     now = dt.datetime.now(dt.UTC)
+    kueue_served = KueueProbe().served(kube)
     desired: list[dict[str, Any]] = []
     site = GatewaySite()
     for pool in pools.values():
@@ -197,10 +199,10 @@ def _differences(
             continue
         ref = model.spec.batch_policy
         policy = policies.get((model.metadata.namespace or "", ref.name)) if ref else None
-        floor = floor_at(model.spec.scaling, now)
-        desired += model_objects(
-            model, policy.spec if policy else None, model_pool, floor.min_replicas
-        )
+        # The operator's own planner, on the facts the cluster gives: the moment, and
+        # whether it serves Kueue (no forecast: no Prometheus in this tier).
+        facts = ModelFacts(now=now, kueue_served=kueue_served)
+        desired += plan_model(model, model_pool, policy.spec if policy else None, facts).objects
         overflow = model.spec.overflow
         if overflow is not None and overflow.pool in pools:
             batching = effective_batching(model, policy.spec if policy else None)

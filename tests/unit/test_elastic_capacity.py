@@ -15,7 +15,7 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError
 from shoal.kube.kueue import KueueProbe
-from shoal.reconcile.elastic import cohort_of, model_queue
+from shoal.reconcile.elastic import cohort_of
 from shoal.reconcile.model import SCALED_TO_ZERO, rollout_outcome, scaled_to_zero
 from shoal.reconcile.pool import next_pool_change, parsed_pools
 from shoal.reconcile.replica_state import WAITING_FOR_QUOTA, replica_state
@@ -30,6 +30,7 @@ from shoal.render.elastic import (
     elastic_objects,
     gpu_ceiling,
     model_gpu_ceilings,
+    model_queue,
     next_capacity_change,
     nominal_at,
     parked,

@@ -48,6 +48,9 @@ class Predictions:
 
     _latest: dict[ModelKey, Prediction] = field(default_factory=dict)
     _cold_starts: dict[ModelKey, tuple[float, float | None]] = field(default_factory=dict)
+    # Each model's replica ceiling as its last pass planned it (its HPA's maxReplicas):
+    # the forecast never asks for more.
+    _ceilings: dict[ModelKey, int] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def get(self, key: ModelKey) -> Prediction | None:
@@ -64,6 +67,19 @@ class Predictions:
     def keys(self) -> set[ModelKey]:
         with self._guard:
             return set(self._latest)
+
+    def set_ceiling(self, key: ModelKey, replicas: int) -> None:
+        with self._guard:
+            self._ceilings[key] = replicas
+
+    def ceiling(self, key: ModelKey) -> int | None:
+        with self._guard:
+            return self._ceilings.get(key)
+
+    def forget(self, key: ModelKey) -> None:
+        """The model is gone: drop what its passes left here."""
+        with self._guard:
+            self._ceilings.pop(key, None)
 
     def cold_start(self, key: ModelKey) -> tuple[float, float | None] | None:
         """(monotonic time read, seconds) of the model's cold start, if read before."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,15 +55,6 @@ class CapacityOutcome:
     status: dict[str, Any]
     condition: Cond
     evicted: int = 0
-
-
-def model_queue(pool: TenantPool, kueue_served: Callable[[], bool]) -> str | None:
-    """The LocalQueue a model's pods name: its pool's, where the pool's capacity is
-    elastic and Kueue serves it. Kueue is asked about only for such a pool, so models of
-    other pools never wait on (or fail with) the discovery request."""
-    if pool.spec.capacity is None or not kueue_served():
-        return None
-    return queue_name(pool.metadata.name)
 
 
 def cohort_of(pool: TenantPool, pools: Sequence[TenantPool]) -> list[TenantPool]:

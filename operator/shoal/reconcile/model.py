@@ -25,7 +25,6 @@ from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
 from shoal.metrics.status import metrics_status
 from shoal.reconcile.autoscaler_state import AUTOSCALER_READY, autoscaler_condition
-from shoal.reconcile.elastic import model_queue
 from shoal.reconcile.overflow import OVERFLOW_READY, OverflowState, converge_overflow
 from shoal.reconcile.pool import isolation_objects
 from shoal.reconcile.replica_state import (
@@ -37,21 +36,11 @@ from shoal.reconcile.replica_state import (
     summarise,
 )
 from shoal.reconcile.status import assemble, kstatus, write_status
-from shoal.render.batching import effective_batching
-from shoal.render.desired import batched_model_objects
-from shoal.render.elastic import (
-    Holding,
-    gpu_ceiling,
-    model_gpu_ceilings,
-    next_capacity_change,
-    nominal_at,
-    parked,
-    replica_gpus,
-    warm_pool_gpus,
-)
+from shoal.render.elastic import nominal_at
 from shoal.render.gateway import gateway_host
+from shoal.render.model_plan import ModelFacts, PlanError, PoolMember, plan_model
 from shoal.render.names import GRPC_PORT, HTTP_PORT
-from shoal.render.schedule import Floor, floor_at, next_change, raised
+from shoal.render.schedule import Floor
 from shoal.state import POOL_GATHER_SECONDS, Operator
 
 log = logging.getLogger(__name__)
@@ -227,26 +216,33 @@ def _resolve(
         return stalled("InvalidBatchPolicy", f"BatchPolicy {namespace}/{name} is invalid: {exc}")
 
 
-def _pool_holdings(op: Operator, model: InferenceModel, pool_gpus: int) -> list[Holding]:
-    """The pool's served models (those with a Deployment, and this one), each with its
-    warm pool and the GPUs its available replicas hold, from the cache. A model parked
-    by the pool's GPUs now (a replica needs more than ``pool_gpus``) holds nothing."""
-    me = (model.metadata.namespace or "", model.metadata.name)
-    own = model.spec.scaling.min_replicas * model.spec.runtime.gpus
-    found = {me: Holding(me, own, 0)}
-    for other in op.cache.in_pool(model.spec.pool, ["InferenceModel"]):
+def gather_facts(op: Operator, model: InferenceModel, pool: TenantPool) -> ModelFacts:
+    """What the model's plan needs that only the cluster knows, from the cache and the
+    operator's loops. Kueue is asked about only for a pool with elastic capacity, so
+    models of other pools never wait on (or fail with) the discovery request."""
+    elastic = pool.spec.capacity is not None
+    found = op.predictions.get((model.metadata.namespace or "", model.metadata.name))
+    return ModelFacts(
+        now=dt.datetime.now(dt.UTC),
+        kueue_served=elastic and op.kueue.served(op.kube),
+        forecast_warm_pool=found.warm_pool if found else None,
+        pool_members=_pool_members(op, model.spec.pool) if elastic else (),
+        images=op.settings.serving_images,
+    )
+
+
+def _pool_members(op: Operator, pool: str) -> tuple[PoolMember, ...]:
+    """The pool's served models (those with a Deployment), from the cache."""
+    members = []
+    for other in op.cache.in_pool(pool, ["InferenceModel"]):
         meta = other["metadata"]
         key = (meta.get("namespace") or "", meta["name"])
         deployment = op.cache.get("Deployment", key[1], key[0])
         if deployment is None:
             continue
-        spec = other.get("spec") or {}
-        if parked(pool_gpus, replica_gpus(spec)):
-            found[key] = Holding(key, 0, 0)
-            continue
         available = int((deployment.get("status") or {}).get("availableReplicas") or 0)
-        found[key] = Holding(key, warm_pool_gpus(spec), available * replica_gpus(spec))
-    return list(found.values())
+        members.append(PoolMember(key, other.get("spec") or {}, available))
+    return tuple(members)
 
 
 def _apply_failed(obj: dict[str, Any], exc: ApiError) -> Outcome:
@@ -265,40 +261,14 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
     if isinstance(resolved, Outcome):
         return resolved
     pool, policy = resolved
-    now = dt.datetime.now(dt.UTC)
+    facts = gather_facts(op, model, pool)
     try:
-        floor = floor_at(model.spec.scaling, now)
-        predictive = model.spec.scaling.predictive
-        if predictive is not None and predictive.enabled and predictive.warm_pool:
-            found = op.predictions.get((model.metadata.namespace or "", model.metadata.name))
-            floor = raised(floor, found.warm_pool if found else None)
-        upcoming = next_change(model.spec.scaling, now)
-    except (ValueError, KeyError, LookupError) as exc:
-        return stalled("InvalidSchedule", f"A scaling schedule cannot be evaluated: {exc}")
-    try:
-        batching = effective_batching(model, policy.spec if policy else None)
-        queue = model_queue(pool, lambda: op.kueue.served(op.kube))
-        ceiling = gpu_ceiling(pool, now) if queue is not None else None
-        idle = False
-        if ceiling is not None:
-            idle = parked(ceiling, model.spec.runtime.gpus)
-            # The pool's other models keep their warm pools; its capacity windows move it.
-            me = (model.metadata.namespace or "", model.metadata.name)
-            ceiling = model_gpu_ceilings(ceiling, _pool_holdings(op, model, ceiling))[me]
-            moments = (upcoming, next_capacity_change(pool.spec.capacity, now))
-            upcoming = min((m for m in moments if m is not None), default=None)
-        desired = batched_model_objects(
-            model,
-            batching,
-            pool,
-            floor.min_replicas,
-            op.settings.serving_images,
-            queue,
-            ceiling,
-            idle,
-        )
-    except ValueError as exc:
-        return stalled("InvalidBatching", f"The model's batchPolicy overrides do not fit: {exc}")
+        plan = plan_model(model, pool, policy.spec if policy else None, facts)
+    except PlanError as exc:
+        return stalled(exc.reason, str(exc))
+    op.predictions.set_ceiling(
+        (model.metadata.namespace or "", model.metadata.name), plan.bounds.ceiling
+    )
     # The namespace holds the pool's isolation before any of the model's pods can exist.
     namespace = model.metadata.namespace or ""
     with op.isolation_lock(pool.metadata.name, namespace):
@@ -309,7 +279,7 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
                 return _apply_failed(obj, exc)
     deployment: dict[str, Any] | None = None
     autoscaler: dict[str, Any] | None = None
-    for obj in desired:
+    for obj in plan.objects:
         try:
             live = op.kube.apply(obj)
         except ApiError as exc:
@@ -320,19 +290,19 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
             autoscaler = live
     assert deployment is not None  # the stack always has one
     outcome = replace(
-        rollout_outcome(deployment, floor.min_replicas),
-        floor=floor,
-        next_change=upcoming,
-        max_batch_size=batching.max_batch_size,
+        rollout_outcome(deployment, plan.floor.min_replicas),
+        floor=plan.floor,
+        next_change=plan.next_change,
+        max_batch_size=plan.batching.max_batch_size,
         autoscaler=autoscaler_condition(autoscaler),
-        overflow=converge_overflow(op, model, batching, pool),
+        overflow=converge_overflow(op, model, plan.batching, pool),
     )
-    if idle:
-        return scaled_to_zero(outcome, pool, model.spec.runtime.gpus, now)
+    if plan.parked:
+        return scaled_to_zero(outcome, pool, model.spec.runtime.gpus, facts.now)
     rollout = deployment.get("status") or {}
     replicas = rollout.get("replicas", 0)
     # Where Kueue governs the pool, a replica may wait for quota while the model serves.
-    waiting = queue is not None and bool(rollout.get("unavailableReplicas"))
+    waiting = plan.queue is not None and bool(rollout.get("unavailableReplicas"))
     if replicas and (
         outcome.ready.status != "True" or outcome.progressing.status == "True" or waiting
     ):
@@ -476,6 +446,7 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
     if body is None or body["metadata"].get("deletionTimestamp"):
         op.set_wakeup("InferenceModel", name, None, namespace)
         op.model_gauges.forget(namespace, name)
+        op.predictions.forget((namespace, name))
         return
     model: InferenceModel | None = None
     try:

@@ -19,8 +19,8 @@ from shoal.api.constants import OVERFLOW_OF_LABEL
 from shoal.api.inferencemodel import InferenceModel, Overflow
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
-from shoal.reconcile.elastic import model_queue
 from shoal.reconcile.pool import isolation_objects
+from shoal.render.elastic import model_queue
 from shoal.render.names import model_config_name
 from shoal.render.overflow import overflow_name, overflow_objects, overflow_twin
 from shoal.state import Operator

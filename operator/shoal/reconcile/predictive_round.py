@@ -116,19 +116,22 @@ def predictions_for(
         warm_pool: int | None = None
         predictive = model.spec.scaling.predictive
         assert predictive is not None  # predictive_models() kept only these
+        # The model's HPA ceiling as its pass planned it (the pool's quota and GPUs
+        # included); the spec's maximum until the first pass.
+        ceiling = op.predictions.ceiling(key) or model.spec.scaling.max_replicas
         if capacity is not None:
             warm_pool = warm_pool_replicas(
                 forecast,
                 capacity,
                 min_replicas=model.spec.scaling.min_replicas,
-                max_replicas=model.spec.scaling.max_replicas,
+                max_replicas=ceiling,
             )
             required = required_replicas(
                 forecast,
                 capacity,
                 predictive.headroom_percent / 100,
                 min_replicas=0,
-                max_replicas=model.spec.scaling.max_replicas,
+                max_replicas=ceiling,
             )
         elif forecast.demand == 0:
             required = 0  # nothing to serve: no replica needed, whatever one sustains

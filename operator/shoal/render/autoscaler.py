@@ -12,6 +12,7 @@ the model's replicas (also on its Service).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
@@ -83,6 +84,33 @@ def _milli(seconds: float) -> str:
     part is dropped, so the target is never looser than asked (2500us is 2m, 3500us 3m,
     where rounding to the nearest sent ties to the even one), and never below 1ms."""
     return canonical_quantity(f"{max(1, math.floor(round(seconds * 1_000_000) / 1000))}m")
+
+
+@dataclass(frozen=True)
+class ReplicaBounds:
+    """The replicas a model may run between: its HPA's minReplicas and maxReplicas, the
+    bounds its forecast is clamped to, and what its status reports."""
+
+    floor: int
+    ceiling: int
+
+
+def replica_bounds(
+    model: InferenceModel,
+    pool: TenantPoolSpec,
+    min_replicas: int | None = None,
+    gpu_ceiling: int | None = None,
+) -> ReplicaBounds:
+    """``min_replicas`` overrides the warm pool (a scheduled window, the forecast's warm
+    pool); ``gpu_ceiling`` bounds both ends by the GPUs the pool can admit the model to
+    now. The pool's per-tenant GPU quota caps the spec's maximum."""
+    floor = min_replicas or model.spec.scaling.min_replicas
+    ceiling = max_replicas(model, pool)
+    gpus = model.spec.runtime.gpus
+    if gpu_ceiling is not None and gpus:
+        # An HPA keeps at least one replica: at 0 GPUs it waits for quota.
+        ceiling = min(ceiling, max(gpu_ceiling // gpus, 1))
+    return ReplicaBounds(min(floor, ceiling), ceiling)
 
 
 def horizontal_autoscaler(
@@ -157,20 +185,15 @@ def horizontal_autoscaler(
                 },
             }
         )
-    floor = min_replicas or scaling.min_replicas
-    ceiling = max_replicas(model, pool)
-    gpus = model.spec.runtime.gpus
-    if gpu_ceiling is not None and gpus:
-        # An HPA keeps at least one replica: at 0 GPUs it waits for quota.
-        ceiling = min(ceiling, max(gpu_ceiling // gpus, 1))
+    bounds = replica_bounds(model, pool, min_replicas, gpu_ceiling)
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": model_metadata(model, name),
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "minReplicas": min(floor, ceiling),
-            "maxReplicas": ceiling,
+            "minReplicas": bounds.floor,
+            "maxReplicas": bounds.ceiling,
             "metrics": metrics,
             "behavior": {
                 "scaleUp": _rules(scaling.scale_up, up=True),

@@ -8,7 +8,8 @@ documents given.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -18,12 +19,13 @@ from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.batching import effective_batching
-from shoal.render.desired import model_objects, pool_objects
+from shoal.render.desired import pool_objects
 from shoal.render.gateway import GatewaySite, gateway_objects
 from shoal.render.gateway_config import Route
 from shoal.render.gateway_plan import gateway_config, route, unique_routes
 from shoal.render.haproxy_config import haproxy_config
 from shoal.render.keys import Issuer, PublicKey
+from shoal.render.model_plan import Key, ModelFacts, PlanError, PoolMember, plan_model
 from shoal.render.overflow import overflow_objects
 from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS, tenant_objects
 
@@ -47,11 +49,61 @@ PREVIEW_ISSUER = Issuer(
 PREVIEW_TIME = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
+@dataclass(frozen=True)
+class RenderFacts:
+    """What the operator would read from the cluster, given instead (``shoal render``'s
+    flags): the moment, whether Kueue is served, forecasts' warm pools, and how many
+    replicas of each model are available (for an elastic pool's GPU shares)."""
+
+    at: dt.datetime = PREVIEW_TIME
+    kueue_served: bool = True
+    forecasts: Mapping[Key, int] = field(default_factory=dict)
+    available: Mapping[Key, int] = field(default_factory=dict)
+
+    def for_model(self, model: InferenceModel, pool_models: Sequence[InferenceModel]) -> ModelFacts:
+        """The model's facts; every other model of its pool among the documents counts
+        as served, with its given available replicas or else its warm pool."""
+        members = tuple(
+            PoolMember(
+                _key(other),
+                other.spec.model_dump(by_alias=True, exclude_none=True),
+                self.available.get(_key(other), other.spec.scaling.min_replicas),
+            )
+            for other in pool_models
+        )
+        return ModelFacts(
+            now=self.at,
+            kueue_served=self.kueue_served,
+            forecast_warm_pool=self.forecasts.get(_key(model)),
+            pool_members=members,
+        )
+
+    def described(self) -> list[str]:
+        """One line per fact, saying where it came from."""
+        forecasts = ", ".join(f"{ns}/{n}={w}" for (ns, n), w in sorted(self.forecasts.items()))
+        available = ", ".join(f"{ns}/{n}={w}" for (ns, n), w in sorted(self.available.items()))
+        return [
+            f"time: {self.at.isoformat().replace('+00:00', 'Z')} (--at)",
+            f"Kueue served: {'yes' if self.kueue_served else 'no'} (--kueue/--no-kueue)",
+            f"forecast warm pools: {forecasts or 'none'} (--forecast NS/NAME=N)",
+            "available replicas of other models: "
+            f"{available or 'each its minReplicas'} (--available NS/NAME=N)",
+        ]
+
+
+def _key(model: InferenceModel) -> Key:
+    return (model.metadata.namespace or "", model.metadata.name)
+
+
 def render_documents(
     docs: list[dict[str, Any]],
     cluster_cidrs: Sequence[str] = DEFAULT_CLUSTER_CIDRS,
     site: GatewaySite | None = None,
+    facts: RenderFacts | None = None,
 ) -> list[dict[str, Any]]:
+    """Every object the operator would create for ``docs``, planned by the operator's
+    own planner (shoal.render.model_plan) on ``facts``."""
+    facts = facts or RenderFacts()
     pools: dict[str, TenantPool] = {}
     policies: dict[tuple[str, str], BatchPolicy] = {}
     models: list[InferenceModel] = []
@@ -96,10 +148,12 @@ def render_documents(
             if found is None:
                 raise RenderError(f"{where}: BatchPolicy {key[0]}/{key[1]} is not among the files")
             policy_spec = found.spec
+        pool_models = [m for m in models if m.spec.pool == model.spec.pool and m is not model]
         try:
-            out += model_objects(model, policy_spec, model_pool)
-        except ValueError as exc:
+            plan = plan_model(model, model_pool, policy_spec, facts.for_model(model, pool_models))
+        except PlanError as exc:
             raise RenderError(f"{where}: {exc}") from None
+        out += plan.objects
         overflow = model.spec.overflow
         if overflow is not None:
             spill_pool = pools.get(overflow.pool)
@@ -129,7 +183,7 @@ def render_documents(
             mine = unique_routes(
                 [r for r in routes.get(each_pool.metadata.name, []) if r[1].tenant in admitted]
             )
-            config = gateway_config(each_pool, PREVIEW_ISSUER, admitted, mine, (), PREVIEW_TIME)
+            config = gateway_config(each_pool, PREVIEW_ISSUER, admitted, mine, (), facts.at)
             pool_docs += gateway_objects(
                 each_pool, site, haproxy_config(config), PREVIEW_ISSUER.keys, admitted
             )

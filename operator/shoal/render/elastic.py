@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,15 @@ NO_NAMESPACE = {"matchExpressions": [{"key": NAME_LABEL, "operator": "DoesNotExi
 def queue_name(pool_name: str) -> str:
     """The name of a pool's ClusterQueue, ResourceFlavor and LocalQueues."""
     return f"shoal-{pool_name}"
+
+
+def model_queue(pool: TenantPool, kueue_served: Callable[[], bool]) -> str | None:
+    """The LocalQueue a model's pods name: its pool's, where the pool's capacity is
+    elastic and Kueue serves it. Kueue is asked about only for such a pool, so models of
+    other pools never wait on (or fail with) the discovery request."""
+    if pool.spec.capacity is None or not kueue_served():
+        return None
+    return queue_name(pool.metadata.name)
 
 
 @dataclass(frozen=True)
