@@ -8,6 +8,10 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# Without an interval, the first pause between polls; each next one doubles, up to the last.
+FIRST_INTERVAL = 0.05
+LAST_INTERVAL = 0.5
+
 
 class ConditionTimeoutError(AssertionError):
     """Raised with the last observation when a condition never held."""
@@ -19,14 +23,22 @@ def wait_for(
     condition: Callable[[T], bool],
     *,
     timeout: float = 60.0,
-    interval: float = 0.5,
+    interval: float | None = None,
 ) -> T:
     """Poll ``observe()`` until ``condition(observation)`` holds; return that observation.
+
+    Without ``interval`` the first polls come quickly (from 0.05 s, doubling) and the
+    pace settles at 0.5 s: most conditions hold within a fraction of a second, and a
+    fixed half-second poll made every one of them cost at least that. An ``interval``
+    polls at that fixed pace (a condition that compares one observation with the last
+    relies on it).
 
     On timeout the assertion names what was awaited and shows the last thing observed
     (or the last error raised while observing), so a red test explains itself.
     """
     deadline = time.monotonic() + timeout
+    pause = FIRST_INTERVAL if interval is None else interval
+    longest = LAST_INTERVAL if interval is None else interval
     observed: object = "<nothing observed yet>"
     while True:
         try:
@@ -41,4 +53,5 @@ def wait_for(
                 f"timed out after {timeout:.0f}s waiting for {description}; last observed:\n"
                 f"{observed!r}"
             )
-        time.sleep(interval)
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, longest)
