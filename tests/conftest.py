@@ -109,10 +109,10 @@ def operator(
     assert " 403" not in log.read_text(), f"the operator was forbidden something; see {log}"
 
 
-@pytest.fixture
-def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace per test, ready for pods (its default ServiceAccount exists)."""
-    slug = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+def _fresh_namespace(core: client.CoreV1Api, node_name: str) -> str:
+    """Create a namespace named after ``node_name``; return it once its default
+    ServiceAccount exists (pods can be created in it)."""
+    slug = "".join(c if c.isalnum() else "-" for c in node_name.lower())[:40].strip("-")
     name = f"t-{slug}-{uuid.uuid4().hex[:5]}"
     core.create_namespace(
         client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"shoal.dev/test": "1"}))
@@ -123,6 +123,23 @@ def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterato
         lambda sa: sa is not None,
         timeout=30,
     )
+    return name
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace per test, ready for pods (its default ServiceAccount exists)."""
+    name = _fresh_namespace(core, request.node.name)
+    yield name
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture(scope="module")
+def module_namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    """One namespace for all of a module's tests, for tests that store nothing in it or
+    whose objects' names never clash (a corpus judged by dry-run requests): creating
+    and deleting one per test cost more than the tests themselves."""
+    name = _fresh_namespace(core, Path(str(request.node.fspath)).stem.removeprefix("test_"))
     yield name
     core.delete_namespace(name, propagation_policy="Background")
 

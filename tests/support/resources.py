@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 from typing import Any, cast
@@ -22,15 +23,23 @@ def kind_named(name: str) -> Kind:
     return next(k for k in KINDS if k.name == name)
 
 
-def example_documents() -> list[dict[str, Any]]:
+@functools.cache
+def _parsed_examples() -> tuple[dict[str, Any], ...]:
+    """The examples, parsed once: YAML parsing, not the tests, dominated a corpus
+    test's time (every case builds from an example)."""
     docs: list[dict[str, Any]] = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
         docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    return docs
+    return tuple(docs)
+
+
+def example_documents() -> list[dict[str, Any]]:
+    """Every example document, a fresh copy the caller may change."""
+    return copy.deepcopy(list(_parsed_examples()))
 
 
 def example(kind: str, name: str) -> dict[str, Any]:
-    for doc in example_documents():
+    for doc in _parsed_examples():
         if doc["kind"] == kind and doc["metadata"]["name"] == name:
             return copy.deepcopy(doc)
     raise KeyError(f"no example {kind}/{name}")
@@ -46,22 +55,31 @@ class Rejected(Exception):  # noqa: N818 - it names the outcome, as the server w
 
 
 def create(
-    api: client.ApiClient, obj: dict[str, Any], namespace: str | None = None
+    api: client.ApiClient,
+    obj: dict[str, Any],
+    namespace: str | None = None,
+    *,
+    dry_run: bool = False,
 ) -> dict[str, Any]:
-    """Create a shoal.dev object with strict field validation, as `kubectl apply` does."""
+    """Create a shoal.dev object with strict field validation, as `kubectl apply` does.
+
+    With ``dry_run`` the server judges the object as it would a create (schema, CEL
+    rules, admission policies, defaulting and pruning) and answers with the object it
+    would store, storing nothing: no name to clash with, nothing to delete."""
     kind = kind_named(obj["kind"])
     custom = client.CustomObjectsApi(api)
+    extra = {"dry_run": "All"} if dry_run else {}
     try:
         if kind.scope == "Namespaced":
             ns = namespace or obj["metadata"].get("namespace") or "default"
             body = copy.deepcopy(obj)
             body["metadata"]["namespace"] = ns
             result = custom.create_namespaced_custom_object(
-                GROUP, VERSION, ns, kind.plural, body, field_validation="Strict"
+                GROUP, VERSION, ns, kind.plural, body, field_validation="Strict", **extra
             )
         else:
             result = custom.create_cluster_custom_object(
-                GROUP, VERSION, kind.plural, obj, field_validation="Strict"
+                GROUP, VERSION, kind.plural, obj, field_validation="Strict", **extra
             )
     except ApiException as exc:
         raise Rejected(exc.status, _server_message(exc.body)) from None
