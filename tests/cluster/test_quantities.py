@@ -68,19 +68,19 @@ def ours(text: str) -> tuple[str, str]:
 
 @pytest.mark.parametrize("text", SAMPLES)
 def test_canonical_form_is_the_api_servers(
-    text: str, api: client.ApiClient, namespace: str
+    text: str, api: client.ApiClient, module_namespace: str
 ) -> None:
-    assert stored(api, namespace, text) == ours(text)
+    assert stored(api, module_namespace, text) == ours(text)
 
 
 @pytest.mark.parametrize("number", NUMBERS, ids=repr)
 def test_a_number_means_what_the_api_server_reads(
-    number: float, api: client.ApiClient, namespace: str
+    number: float, api: client.ApiClient, module_namespace: str
 ) -> None:
     """A number in a spec is held as the string of its value: it stands for what the API
     server reads in the same number."""
     for mine, theirs in zip(
-        ours(str(quantity_text(number))), stored(api, namespace, number), strict=True
+        ours(str(quantity_text(number))), stored(api, module_namespace, number), strict=True
     ):
         mine_parsed, theirs_parsed = parse_quantity(mine), parse_quantity(theirs)
         assert mine_parsed is not None
@@ -88,7 +88,7 @@ def test_a_number_means_what_the_api_server_reads(
         assert mine_parsed.value == theirs_parsed.value, (mine, theirs)
 
 
-def test_generated_quantities(api: client.ApiClient, namespace: str) -> None:
+def test_generated_quantities(api: client.ApiClient, module_namespace: str) -> None:
     """Strings the schema's pattern admits: each parses, and prints as the server does."""
     checked = []
 
@@ -99,7 +99,7 @@ def test_generated_quantities(api: client.ApiClient, namespace: str) -> None:
         if len(text) > 64:
             return
         try:
-            server = stored(api, namespace, text)
+            server = stored(api, module_namespace, text)
         except ApiException as exc:
             pytest.fail(f"the API server refused {text!r}, which the pattern admits: {exc.body}")
         assert server == ours(text), text

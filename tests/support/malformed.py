@@ -37,6 +37,17 @@ class Case:
         return obj
 
 
+def case_pool(case: Case, name: str, namespace: str) -> dict[str, Any]:
+    """The TenantPool an admission case is judged against: the example pool the model
+    names, with the case's changes, admitting ``namespace``."""
+    assert case.pool is not None
+    pool = example("TenantPool", case.build()["spec"]["pool"])
+    pool["metadata"] = {"name": name}
+    pool["spec"] = {**pool["spec"], **copy.deepcopy(case.pool)}
+    pool["spec"]["tenants"] = {"namespaces": [namespace]}
+    return pool
+
+
 def _set(obj: dict[str, Any], path: str, value: Any) -> None:
     parts = path.split(".")
     node: Any = obj

@@ -8,6 +8,7 @@ quantity in its canonical form), ``expect`` says what the parsed model must hold
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,17 @@ class Case:
         for path, value in self.changes:
             _set(obj, path, value)
         return obj
+
+
+def built(case: Case) -> dict[str, Any]:
+    """The case's object under a fresh name; a model names a pool that does not exist,
+    so the admission policy has nothing to judge."""
+    obj = case.build()
+    suffix = uuid.uuid4().hex[:6]
+    obj["metadata"]["name"] = f"u-{suffix}"
+    if case.kind == "InferenceModel":
+        obj["spec"]["pool"] = f"no-pool-{suffix}"
+    return obj
 
 
 def _im(id_: str, *changes: tuple[str, Any], expect: tuple[tuple[str, Any], ...] = ()) -> Case:
