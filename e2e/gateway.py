@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import csv
 import dataclasses
 import io
@@ -201,9 +202,21 @@ def tritons(
     """``replicas`` tritonservers, each serving every model of ``models``."""
     repo = model_repository(workdir / "repo", models)
     servers: list[triton.TritonServer] = []
+    # Started side by side: each spends seconds loading its models, mostly waiting.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(replicas, 1)) as pool:
+        starting = [
+            pool.submit(triton.start, repo, workdir / f"triton-{index}")
+            for index in range(replicas)
+        ]
+        concurrent.futures.wait(starting)
     try:
-        for index in range(replicas):
-            servers.append(triton.start(repo, workdir / f"triton-{index}"))
+        # In replica order; the first failure is raised once every started one is kept
+        # for stopping.
+        servers += [f.result() for f in starting if f.exception() is None]
+        for f in starting:
+            error = f.exception()
+            if error is not None:
+                raise error
         yield servers
     finally:
         for server in servers:
