@@ -3,18 +3,18 @@ the replicas where they are, and an open scheduled window raises the warm pool."
 
 from __future__ import annotations
 
-import time
-
-from e2e.cluster.local import HPA_SYNC_PERIOD
+from e2e.cluster.target import Target
 from e2e.operator import OperatorProcess
 from kubernetes import client
 
+from tests.support.hpa_syncs import wait_for_hpa_syncs
+from tests.support.passes import wait_for_passes
 from tests.support.shoal_objects import Shoal, condition, inference_model, wait_ready
 from tests.support.wait import wait_for
 
 
 def test_missing_metrics_never_scale_down(
-    api: client.ApiClient, operator: OperatorProcess, namespace: str
+    api: client.ApiClient, operator: OperatorProcess, namespace: str, kube_target: Target
 ) -> None:
     """No queue-depth series exists for this model: the HPA controller cannot compute a
     recommendation, so it keeps the replicas it has (upstream: a failed metric yields
@@ -60,7 +60,9 @@ def test_missing_metrics_never_scale_down(
             timeout=30,
         )
         assert [e.type for e in warnings] == ["Warning"]
-        time.sleep(4 * float(HPA_SYNC_PERIOD.rstrip("s")))
+        # Proven looked at again, by the HPA controller and by the operator's passes.
+        wait_for_hpa_syncs(kube_target, api, rounds=2)
+        wait_for_passes(operator.metrics_url, rounds=1)
         assert apps.read_namespaced_deployment("unmetered", namespace).spec.replicas == 3
         # Still one Event after several HPA syncs: the condition is written once.
         again = client.CoreV1Api(api).list_namespaced_event(

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from e2e.cluster.local import HPA_SYNC_PERIOD
+from e2e.cluster.target import Target
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import SCRAPE_INTERVAL, LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
 from kubernetes import client
 
 from shoal.metrics.reader import MetricsReader
+from tests.support.hpa_syncs import wait_for_hpa_syncs
 from tests.support.shoal_objects import Shoal, wait_ready
 from tests.support.wait import wait_for
 
@@ -42,6 +44,7 @@ def model(pool: str) -> dict[str, Any]:
 
 def test_queue_depth_scales_up_then_back_to_the_warm_pool(
     api: client.ApiClient,
+    kube_target: Target,
     operator: OperatorProcess,
     namespace: str,
     pipeline: Prometheus,
@@ -111,8 +114,9 @@ def test_queue_depth_scales_up_then_back_to_the_warm_pool(
                 time.sleep(0.5)
             scaled_down = time.monotonic() - stopped
             assert lowest == 1, f"did not return to the warm pool (lowest {lowest})"
-            time.sleep(3 * float(HPA_SYNC_PERIOD.rstrip("s")))
-            assert replicas() == 1  # and stays at the warm pool, never below it
+            # Looked at again by the HPA controller: it stays at the warm pool, never below.
+            wait_for_hpa_syncs(kube_target, api, rounds=2)
+            assert replicas() == 1
         finally:
             if load is not None:
                 load.stop()
