@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import httpx
-from e2e.operator import OperatorProcess, running_operator
+from e2e.operator import RESYNC_SECONDS, OperatorProcess, running_operator
 from kubernetes import client
 
 from tests.support.passes import wait_for_passes
@@ -65,18 +65,19 @@ def test_a_converged_operator_writes_nothing(
     with shoal.pool([namespace]) as pool:
         shoal.create(inference_model("quiet", pool), namespace)
         wait_ready(shoal, namespace, "quiet")
+        previous: dict[str, dict[str, float]] = {"writes": {}}
 
-        def a_round_without_writes() -> bool:
-            before = _writes(operator.metrics_url)
-            wait_for_passes(operator.metrics_url, rounds=1)
-            return _writes(operator.metrics_url) == before
+        def settled(now: dict[str, float]) -> bool:
+            same = now == previous["writes"]
+            previous["writes"] = now
+            return same
 
-        # Settled: a whole resync round (its passes observed) went by without a write.
         wait_for(
-            "a resync round without operator writes",
-            a_round_without_writes,
-            bool,
+            "a period without operator writes",
+            lambda: _writes(operator.metrics_url),
+            settled,
             timeout=120,
+            interval=2 * RESYNC_SECONDS,
         )
         before = _writes(operator.metrics_url)
         wait_for_passes(operator.metrics_url, rounds=3)
