@@ -288,10 +288,12 @@ def priority(
     seconds: float = 8.0,
     rounds: int = 1,
     lanes: bool = True,
+    unloaded: bool = True,
 ) -> dict[str, Any]:
     """Two lanes on one route under ``overload`` times its capacity: the high lane's
     P95 against its own P95 unloaded (the two measured alternately, ``rounds`` times),
-    and the low lane shed (503), how fast, and whether any of it timed out.
+    and the low lane shed (503), how fast, and whether any of it timed out. With
+    ``unloaded`` False the high lane alone is not measured (its ratios are then None).
 
     ``lanes=False`` is the control: the same requests, the "high" ones sent without a
     priority header, so they take the route's default (low) lane like the rest."""
@@ -327,14 +329,18 @@ def priority(
             high = gw.headers(token, priority=1 if lanes else None)
             low = gw.headers(token, priority=2)
             gw.closed_loop(replica.url, path, high, instances, 1.0)  # warm-up
-            unloaded: list[gw.Sample] = []
+            alone: list[gw.Sample] = []
             loaded: list[gw.Sample] = []
             lows: list[gw.Sample] = []
             high_errors = 0
             late = 0
             for _ in range(rounds):
-                (quiet,) = gw.run_loads(
-                    [gw.Load(replica.url, path, high, high_rate, seconds, "unloaded")]
+                quiet = (
+                    gw.run_loads(
+                        [gw.Load(replica.url, path, high, high_rate, seconds, "unloaded")]
+                    )[0]
+                    if unloaded
+                    else gw.LoadResult(samples=[], late=0)
                 )
                 busy_high, busy_low = gw.run_loads(
                     [
@@ -342,7 +348,7 @@ def priority(
                         gw.Load(replica.url, path, low, low_rate, seconds, "low", threads=48),
                     ]
                 )
-                unloaded += _steady(quiet.samples)
+                alone += _steady(quiet.samples)
                 loaded += _steady(busy_high.samples)
                 high_errors += sum(1 for s in busy_high.samples if s.status != 200)
                 lows += busy_low.samples
@@ -361,7 +367,7 @@ def priority(
     slowest = sorted(((h.triton_ms, request_id) for request_id, h in hops.items()), reverse=True)
     low_ok = [s for s in lows if s.status == 200]
     slow_low = [s for s in lows if s.status not in (200, 503) or s.latency >= 5.0]
-    quiet_view, busy_view = _views(unloaded, edge), _views(loaded, edge)
+    quiet_view, busy_view = _views(alone, edge), _views(loaded, edge)
     return {
         "capacity_rps": capacity,
         "lanes": lanes,
@@ -464,9 +470,12 @@ def runaway(
     hung_requests: int = 4,
     rate: float = 40.0,
     phase_s: float = 4.0,
+    baseline: bool = True,
 ) -> dict[str, Any]:
     """A model that hangs: its requests get 504 at the route's timeout and free their
-    slots; another model's requests, through the same gateway, are unaffected."""
+    slots; another model's requests, through the same gateway, are unaffected. With
+    ``baseline`` False the other model's requests are not measured before the hang
+    (``others_before`` is then empty): only what the hang leaves them."""
     models = [
         gw.Model("linear", base_ms=10, per_item_ms=0.2),
         gw.Model("stuck", base_ms=120_000, per_item_ms=0),
@@ -480,7 +489,7 @@ def runaway(
             replica = gateway.replicas[0]
             hdrs = gw.headers(gateway.token("team-a"))
             with gw.OpenLoop(replica.url, INFER.format("linear"), hdrs, rate) as before:
-                time.sleep(phase_s)
+                time.sleep(phase_s if baseline else 0.0)
             hung: list[gw.Sample] = []
             with gw.OpenLoop(replica.url, INFER.format("linear"), hdrs, rate) as during:
                 threads = [
