@@ -68,18 +68,18 @@ def create(
     would store, storing nothing: no name to clash with, nothing to delete."""
     kind = kind_named(obj["kind"])
     custom = client.CustomObjectsApi(api)
-    extra = {"dry_run": "All"} if dry_run else {}
+    mode = "All" if dry_run else None
     try:
         if kind.scope == "Namespaced":
             ns = namespace or obj["metadata"].get("namespace") or "default"
             body = copy.deepcopy(obj)
             body["metadata"]["namespace"] = ns
             result = custom.create_namespaced_custom_object(
-                GROUP, VERSION, ns, kind.plural, body, field_validation="Strict", **extra
+                GROUP, VERSION, ns, kind.plural, body, field_validation="Strict", dry_run=mode
             )
         else:
             result = custom.create_cluster_custom_object(
-                GROUP, VERSION, kind.plural, obj, field_validation="Strict", **extra
+                GROUP, VERSION, kind.plural, obj, field_validation="Strict", dry_run=mode
             )
     except ApiException as exc:
         raise Rejected(exc.status, _server_message(exc.body)) from None
