@@ -148,3 +148,20 @@ def test_the_cli_says_which_facts_it_assumed(tmp_path: Path) -> None:
     )  # fmt: skip
     assert bad.returncode == 2
     assert "is not NAMESPACE/NAME=N" in bad.stderr
+
+
+def test_models_above_their_warm_pools_give_a_lowered_window_back_together() -> None:
+    """Each model's plan counts what it holds itself: two models holding 2 GPUs each
+    (warm pools of 1) under a window of 3 give the one GPU over it back between them,
+    the first by name on a tie. A plan that saw itself holding nothing would leave
+    each at 2, both above the quota."""
+    members = tuple(
+        PoolMember(("t", name), {"scaling": {"minReplicas": 1}}, available=2)
+        for name in ("alpha", "beta")
+    )
+    pool = _pool({"gpus": 3})
+    ceilings = {
+        name: _plan(_model(name), pool, kueue_served=True, pool_members=members).gpu_ceiling
+        for name in ("alpha", "beta")
+    }
+    assert ceilings == {"alpha": 1, "beta": 2}

@@ -61,8 +61,9 @@ class RenderFacts:
     available: Mapping[Key, int] = field(default_factory=dict)
 
     def for_model(self, model: InferenceModel, pool_models: Sequence[InferenceModel]) -> ModelFacts:
-        """The model's facts; every other model of its pool among the documents counts
-        as served, with its given available replicas or else its warm pool."""
+        """The model's facts; every model of its pool among the documents, this one
+        included, counts as served, with its given available replicas or else its warm
+        pool."""
         members = tuple(
             PoolMember(
                 _key(other),
@@ -148,7 +149,7 @@ def render_documents(
             if found is None:
                 raise RenderError(f"{where}: BatchPolicy {key[0]}/{key[1]} is not among the files")
             policy_spec = found.spec
-        pool_models = [m for m in models if m.spec.pool == model.spec.pool and m is not model]
+        pool_models = [m for m in models if m.spec.pool == model.spec.pool]
         try:
             plan = plan_model(model, model_pool, policy_spec, facts.for_model(model, pool_models))
         except PlanError as exc:

@@ -55,7 +55,8 @@ class ModelFacts:
     kueue_served: bool = False
     # The predictive loop's warm pool for the model, if it has learned one.
     forecast_warm_pool: int | None = None
-    # The pool's other served models, for an elastic pool's GPU shares.
+    # The pool's served models (this one among them once served), for an elastic
+    # pool's GPU shares.
     pool_members: tuple[PoolMember, ...] = ()
     images: ServingImages = field(default=DEFAULT_IMAGES)
 
@@ -89,13 +90,12 @@ class ModelPlan:
 def _holdings(
     model: InferenceModel, pool_gpus: int, members: tuple[PoolMember, ...]
 ) -> list[Holding]:
-    """Each served model of the pool (this one among them) in GPUs: its warm pool and
-    what its available replicas hold. A model parked by the pool's GPUs holds nothing."""
+    """Each served model of the pool in GPUs: its warm pool and what its available
+    replicas hold; this one with its warm pool and nothing held until it is served. A
+    model parked by the pool's GPUs holds nothing."""
     me = (model.metadata.namespace or "", model.metadata.name)
     found = {me: Holding(me, model.spec.scaling.min_replicas * model.spec.runtime.gpus, 0)}
-    for member in members:
-        if member.key == me:
-            continue
+    for member in members:  # this model among them once it is served
         if parked(pool_gpus, replica_gpus(member.spec)):
             found[member.key] = Holding(member.key, 0, 0)
         else:
