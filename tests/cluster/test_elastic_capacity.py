@@ -929,19 +929,8 @@ def test_in_a_cohort_a_lowered_window_drains_by_eviction_onto_a_lenders_gpus(
 
 
 def _documents(namespace: str, pool: str) -> list[dict[str, Any]]:
-    pool_doc = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TenantPool",
-        "metadata": {"name": pool},
-        "spec": {
-            "isolation": "Shared",
-            "tenants": {"namespaces": [namespace]},
-            "placement": SHARED,
-            "quota": {"gpus": 16},
-            # 3 GPUs now: the model's HPA stops at 3 replicas, not its 8.
-            "capacity": {"gpus": 3},
-        },
-    }
+    # 3 GPUs now: the model's HPA stops at 3 replicas, not its 8.
+    pool_doc = elastic_pool(pool, namespace, SHARED, {"gpus": 3})
     model = inference_model("planned", pool, min_replicas=1)
     model["metadata"]["namespace"] = namespace
     model["spec"]["scaling"].update(
