@@ -67,6 +67,10 @@ RETRY_SECONDS = 2
 # Each Lease request gives up after this: below the retry period, so that a renew that
 # hangs on a partition is given up and retried, and the deadline is reached on time.
 LEASE_CALL_SECONDS = 1.5
+# A graceful release's tries before it leaves the Lease to expire, and each call's
+# timeout (a stopping process may be slow to answer; nothing waits on it but the stop).
+RELEASE_TRIES = 3
+RELEASE_CALL_SECONDS = 5.0
 
 
 def boottime() -> float:
@@ -246,6 +250,8 @@ class Elector:
         spec.lease_duration_seconds = LEASE_SECONDS
         spec.renew_time = now
         lease.spec = spec
+        if self.released:
+            return None  # handed over meanwhile: renewing now would undo the hand-over
         try:
             # The resourceVersion read above: whoever wrote in between wins.
             self.leases.replace_namespaced_lease(
@@ -317,20 +323,30 @@ class Elector:
         expire. Only when this replica still holds it."""
         self.released = True
         self.fence.revoke()
-        try:
-            lease = self.leases.read_namespaced_lease(
-                LEASE_NAME, self.namespace, _request_timeout=LEASE_CALL_SECONDS
-            )
-            if lease.spec is None or lease.spec.holder_identity != self.identity:
+        # A renew already on its way may land between the read and the write below (a
+        # 409), and a stopping process may answer slowly: try again, a few times, rather
+        # than leave the Lease to expire. The release is no renew: it may take longer.
+        for _ in range(RELEASE_TRIES):
+            try:
+                lease = self.leases.read_namespaced_lease(
+                    LEASE_NAME, self.namespace, _request_timeout=RELEASE_CALL_SECONDS
+                )
+                if lease.spec is None or lease.spec.holder_identity != self.identity:
+                    return
+                lease.spec.holder_identity = None
+                # The resourceVersion read above: a Lease taken meanwhile is left alone.
+                self.leases.replace_namespaced_lease(
+                    LEASE_NAME, self.namespace, lease, _request_timeout=RELEASE_CALL_SECONDS
+                )
+                log.info("released the leader Lease %s/%s", self.namespace, LEASE_NAME)
                 return
-            lease.spec.holder_identity = None
-            # The resourceVersion read above: a Lease taken meanwhile is left alone.
-            self.leases.replace_namespaced_lease(
-                LEASE_NAME, self.namespace, lease, _request_timeout=LEASE_CALL_SECONDS
-            )
-            log.info("released the leader Lease %s/%s", self.namespace, LEASE_NAME)
-        except (client.ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            log.warning("releasing the leader Lease failed: %s", exc)
+            except client.ApiException as exc:
+                if exc.status not in (0, 409, 429, 500, 503, 504):
+                    log.warning("releasing the leader Lease failed: %s", exc.reason)
+                    return
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                log.info("releasing the leader Lease: %s; trying again", exc)
+        log.warning("releasing the leader Lease failed %d times: it expires instead", RELEASE_TRIES)
 
 
 def lead(

@@ -360,3 +360,37 @@ def test_a_leader_resumed_past_its_deadline_does_not_renew(
 def test_may_take(holder: str, seen_for: float, takes: bool) -> None:
     observed = Observed(version="1", holder=holder, duration=LEASE_SECONDS, since=100.0)
     assert may_take(observed, 100.0 + seen_for) is takes
+
+
+def test_a_release_that_meets_its_own_last_renew_reads_again_and_clears_the_holder() -> None:
+    """A renew already sent when the process was told to stop lands between the
+    release's read and its write (409): the release reads again instead of leaving the
+    Lease to expire, so the follower still leads at its next retry."""
+    clock, leases = Clock(), Leases()
+    a, _ = _elector(leases, "a", clock)
+    assert a.attempt(clock.now) is True
+    a.leading.set()
+    replace = leases.replace_namespaced_lease
+    renewed_in_between: list[bool] = []
+
+    def late_renew_first(name: str, namespace: str, body: client.V1Lease, **kw: Any) -> None:
+        if not renewed_in_between:
+            renewed_in_between.append(True)
+            leases.hand_to("a")  # the in-flight renew: same holder, a new version
+        replace(name, namespace, body, **kw)
+
+    leases.replace_namespaced_lease = late_renew_first  # type: ignore[method-assign]
+    a.release()
+    assert renewed_in_between
+    assert leases.holder is None
+
+
+def test_a_released_elector_does_not_renew() -> None:
+    clock, leases = Clock(), Leases()
+    a, _ = _elector(leases, "a", clock)
+    assert a.attempt(clock.now) is True
+    a.leading.set()
+    a.released = True
+    version = leases.version
+    assert a.attempt(clock.now) is None
+    assert leases.version == version
