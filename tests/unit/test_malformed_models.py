@@ -10,16 +10,13 @@ import pytest
 from pydantic import ValidationError
 
 from shoal.api.admission import refusals
-from shoal.api.batchpolicy import BatchPolicy
+from shoal.api.crd import KINDS
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from tests.support.malformed import CASES, Case, case_pool
 
-MODELS: dict[str, Any] = {
-    "InferenceModel": InferenceModel,
-    "TenantPool": TenantPool,
-    "BatchPolicy": BatchPolicy,
-}
+# Each kind's pydantic model, from the table the CRDs are generated from.
+MODELS: dict[str, Any] = {kind.name: kind.model for kind in KINDS}
 
 
 def test_the_corpus_is_large_and_covers_every_kind() -> None:
