@@ -23,3 +23,13 @@ def readings(hpa: client.V2HorizontalPodAutoscaler) -> dict[str, float]:
             if value is not None:
                 out[metric.object.metric.name] = quantity(value)
     return out
+
+
+def desired_replicas(hpa: client.V2HorizontalPodAutoscaler) -> int:
+    """The replicas the HPA controller last decided on.
+
+    The controller writes this in the same status update as the readings it decided
+    on, after it has scaled the target: a test that reads the target's replicas and
+    then the HPA's readings can see the scale with the readings from the sync before
+    it. Reading both from one HPA object cannot."""
+    return int((hpa.status.desired_replicas if hpa.status else None) or 0)
