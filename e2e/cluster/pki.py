@@ -28,6 +28,9 @@ CLIENTS: dict[str, tuple[str, list[str]]] = {
     "controller-manager": ("system:kube-controller-manager", []),
     "scheduler": ("system:kube-scheduler", []),
 }
+# The API server's identity towards kubelets (logs, exec, port-forward); in
+# system:masters, as kubeadm binds its twin to system:kubelet-api-admin.
+KUBELET_CLIENT = ("kube-apiserver-kubelet-client", ["system:masters"])
 
 # The service IP of `kubernetes.default` is the first address of the service range.
 SERVICE_CIDR = "10.96.0.0/16"
@@ -185,6 +188,7 @@ def generate(root: Path) -> Pki:
     )
     for stem, (common_name, orgs) in CLIENTS.items():
         _leaf(pki, stem, _name(common_name, orgs), ca)
+    _leaf(pki, "apiserver-kubelet-client", _name(*KUBELET_CLIENT), ca)
 
     front_proxy_ca = _ca(pki, "front-proxy-ca", "shoal-local-front-proxy-ca")
     _leaf(pki, "front-proxy-client", _name("front-proxy-client"), front_proxy_ca)
@@ -197,6 +201,25 @@ def generate(root: Path) -> Pki:
         )
     )
     return pki
+
+
+def _load_ca(pki: Pki) -> _KeyPair:
+    cert = x509.load_pem_x509_certificate(pki.cert("ca").read_bytes())
+    key = serialization.load_pem_private_key(pki.key("ca").read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+        raise TypeError(f"unexpected CA key type {type(key).__name__}")
+    return cert, key
+
+
+def issue_client(pki: Pki, stem: str, common_name: str, organisations: list[str]) -> None:
+    """A client certificate signed by the cluster CA of an existing PKI (a real node's
+    components join a cluster after it started)."""
+    _leaf(pki, stem, _name(common_name, organisations), _load_ca(pki))
+
+
+def issue_serving(pki: Pki, stem: str, names: list[str]) -> None:
+    """A serving certificate for ``names`` signed by the cluster CA of an existing PKI."""
+    _leaf(pki, stem, _name(names[0]), _load_ca(pki), server_names=names)
 
 
 def webhook_serving(
