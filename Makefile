@@ -9,12 +9,13 @@ PYTEST_ARGS ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help bench elastic-figures chaos venv tools system-deps binaries cluster-up cluster-down cluster-status demo test lint unit generate
+.PHONY: help bench elastic-figures chaos venv tools system-deps binaries node-binaries cluster-up cluster-down cluster-status demo test lint unit generate
 
 help:
 	@echo "make demo          local cluster (unless KUBECONFIG is set), CRDs, operator in the foreground"
-	@echo "make test          lint, then every test tier cheapest first (unit, cluster, e2e, chaos)"
+	@echo "make test          lint, then every test tier cheapest first (unit, cluster, e2e, realnode, chaos)"
 	@echo "make cluster-up    start (or reuse) the local cluster; kubeconfig in .dev-cluster/kubeconfig"
+	@echo "                   (REAL_NODE=1: with the real node real-0 beside the simulated ones; root)"
 	@echo "make cluster-down  stop the local cluster and remove its state"
 	@echo "make generate      regenerate crds/ and docs/api-reference.md from the models"
 	@echo "make chaos         the chaos suite at full size (200 models, 10 kill rounds); figures in benchmarks/results/chaos.json"
@@ -44,9 +45,13 @@ tools: $(NCA_STAMP)
 # processes: the service the package starts is stopped again. shellcheck: actionlint
 # checks the workflows' run: blocks with it (tests/unit/test_release_workflow.py).
 # nftables: the chaos tier cuts a leader off from the API server with it.
-DEBIAN_PACKAGES := rclone prometheus haproxy shellcheck nftables
+# The real node's (e2e/cluster/node.py): runc, the CNI plugins (bridge, host-local),
+# busybox-static (the tests' image) and gcc with a static libc (the pause image).
+DEBIAN_PACKAGES := rclone prometheus haproxy shellcheck nftables \
+  runc containernetworking-plugins busybox-static gcc libc6-dev
 system-deps:
-	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null && test -x /usr/sbin/haproxy && command -v shellcheck >/dev/null && test -x /usr/sbin/nft || { \
+	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null && test -x /usr/sbin/haproxy && command -v shellcheck >/dev/null && test -x /usr/sbin/nft \
+	  && test -x /usr/sbin/runc && test -x /usr/lib/cni/bridge && test -x /bin/busybox && command -v gcc >/dev/null && test -f /usr/lib/x86_64-linux-gnu/libc.a || { \
 	  echo "installing Debian packages: $(DEBIAN_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null && \
@@ -55,8 +60,12 @@ system-deps:
 binaries:
 	e2e/cluster/build.sh
 
+# The real node's binaries (kubelet, kube-proxy, containerd); built on first use too.
+node-binaries:
+	e2e/cluster/build_node.sh
+
 cluster-up: venv binaries
-	$(PY) -m e2e.cluster up
+	$(PY) -m e2e.cluster up $(if $(REAL_NODE),--real-node)
 
 cluster-down: venv
 	$(PY) -m e2e.cluster down

@@ -20,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
         default=local.DEFAULT_STATE_DIR,
         help="where certificates, kubeconfig, etcd data and logs live",
     )
+    parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="up: also start the real node real-0 (containerd, kubelet, kube-proxy; root)",
+    )
     args = parser.parse_args(argv)
     cluster = local.LocalCluster(args.state_dir)
 
@@ -28,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "up":
         reused = local.healthy(cluster)
         started = time.monotonic()
-        local.up(cluster)
+        local.up(cluster, real_node=args.real_node)
         verb = "reused running cluster" if reused else "started cluster"
         print(
             f"{verb} in {time.monotonic() - started:.1f}s; export KUBECONFIG={cluster.kubeconfig}"

@@ -59,6 +59,11 @@ class ClusterState:
     ports: dict[str, int]
     pids: dict[str, int] = field(default_factory=dict)
     started_at: float = 0.0
+    # The real node (node.py): whether the API server runs with its flags, the node's
+    # process ids and ports.
+    real_node: bool = False
+    node_pids: dict[str, int] = field(default_factory=dict)
+    node_ports: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -211,6 +216,25 @@ def _audit_flags(cluster: LocalCluster) -> list[str]:
     ]
 
 
+def _real_node_flags(cluster: LocalCluster, state: ClusterState) -> list[str]:
+    """The API server's flags once the cluster has a real node: listen where pods reach
+    it (the node's bridge; 127.0.0.1 stays served) and reach the kubelet for logs and
+    exec with a client certificate, checking the kubelet's serving certificate."""
+    if not state.real_node:
+        return []
+    from e2e.cluster import node  # here: node.py imports this module
+
+    p = cluster.pki
+    return [
+        "--bind-address=0.0.0.0",
+        f"--advertise-address={node.NODE_IP}",
+        f"--kubelet-client-certificate={p.cert('apiserver-kubelet-client')}",
+        f"--kubelet-client-key={p.key('apiserver-kubelet-client')}",
+        f"--kubelet-certificate-authority={p.cert('ca')}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+    ]
+
+
 def _commands(cluster: LocalCluster, state: ClusterState) -> dict[str, list[str]]:
     b = Path(state.bin_dir)
     p = cluster.pki
@@ -264,6 +288,8 @@ def _commands(cluster: LocalCluster, state: ClusterState) -> dict[str, list[str]
             "--profiling=false",
             "--v=1",
             *_audit_flags(cluster),
+            # Later flags win: these replace the loopback bind and advertise addresses.
+            *_real_node_flags(cluster, state),
         ],
         "kube-controller-manager": [
             str(b / "kube-controller-manager"),
@@ -407,10 +433,17 @@ def _default_service_account(cluster: LocalCluster, state: ClusterState) -> bool
         return client.get("/api/v1/namespaces/default/serviceaccounts/default").status_code == 200
 
 
-def up(cluster: LocalCluster | None = None, *, timeout: float = 120.0) -> LocalCluster:
-    """Start the cluster, or reuse it when one is already running in the state dir."""
+def up(
+    cluster: LocalCluster | None = None, *, timeout: float = 120.0, real_node: bool = False
+) -> LocalCluster:
+    """Start the cluster, or reuse it when one is already running in the state dir.
+
+    ``real_node``: also start the real node ``real-0`` (node.py), on a reused cluster too.
+    """
     cluster = cluster or LocalCluster()
     if healthy(cluster):
+        if real_node:
+            _real_node_up(cluster)
         return cluster
     down(cluster)  # clear whatever a crashed run left behind
 
@@ -423,6 +456,8 @@ def up(cluster: LocalCluster | None = None, *, timeout: float = 120.0) -> LocalC
         bin_dir=str(bin_dir),
         ports={name: free_port() for name in names},
         started_at=time.time(),
+        # Started with the real node's API server flags, it needs no restart for it.
+        real_node=real_node,
     )
     cluster.write_state(state)
     _write_kubeconfigs(cluster, state)
@@ -496,10 +531,18 @@ def up(cluster: LocalCluster | None = None, *, timeout: float = 120.0) -> LocalC
             timeout,
             cluster.logs / "kube-controller-manager.log",
         )
+        if real_node:
+            _real_node_up(cluster)
     except BaseException:
         down(cluster, keep_logs=True)
         raise
     return cluster
+
+
+def _real_node_up(cluster: LocalCluster) -> None:
+    from e2e.cluster import node  # here: node.py imports this module
+
+    node.up(cluster)
 
 
 def _ready_check(cluster: LocalCluster, state: ClusterState, name: str) -> Callable[[], bool]:
@@ -567,6 +610,10 @@ def _stop_pid(pid: int, grace: float) -> None:
 def down(cluster: LocalCluster | None = None, *, keep_logs: bool = False) -> None:
     """Stop every process the cluster started and remove its state (logs optional)."""
     cluster = cluster or LocalCluster()
+    from e2e.cluster import node  # here: node.py imports this module
+
+    # The real node first: it holds mounts, network namespaces and host paths.
+    node.stop(cluster)
     state = cluster.read_state()
     if state is not None:
         for name in reversed(_COMPONENTS):
