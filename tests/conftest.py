@@ -1,7 +1,8 @@
 """Fixtures shared by every tier.
 
-Tiers follow the directory a test lives in (tests/unit, tests/cluster, tests/e2e) and
-are applied as markers, so ``pytest -m unit`` selects the fast ones.
+Tiers follow the directory a test lives in (tests/unit, tests/cluster, tests/e2e,
+tests/realnode, tests/chaos) and are applied as markers, so ``pytest -m unit`` selects
+the fast ones.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from e2e.cluster import local
+from e2e.cluster import node as node_mod
 from e2e.cluster.target import Target, resolve_target
 from e2e.install import Kubectl, install_crds, kubectl_for
 from e2e.install import operator_kubeconfig as operator_kubeconfig_for
@@ -22,7 +25,7 @@ from kubernetes import client
 
 from tests.support.wait import wait_for
 
-TIERS = ("unit", "cluster", "e2e", "chaos")
+TIERS = ("unit", "cluster", "e2e", "realnode", "chaos")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -154,3 +157,41 @@ def gpu_nodes(core: client.CoreV1Api, kube_target: Target) -> list[client.V1Node
             pytest.fail(message)
         pytest.skip(message + " (apply e2e/cluster/nodes.yaml with KWOK installed)")
     return list(nodes)
+
+
+@dataclass(frozen=True)
+class RealNode:
+    """The local cluster's real node: pods meant for it select ``label`` and tolerate
+    the taint of the same key; ``image`` (busybox) is in its containerd already."""
+
+    name: str
+    label: str
+    image: str
+    cluster: local.LocalCluster
+
+    def placement(self) -> dict[str, object]:
+        """The pod spec fields that put a pod on this node and nowhere else."""
+        return {
+            "nodeSelector": {self.label: "true"},
+            "tolerations": [
+                {"key": self.label, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+            ],
+        }
+
+
+@pytest.fixture(scope="session")
+def real_node(kube_target: Target) -> Iterator[RealNode]:
+    """real-0, started on the session's local cluster on first use (a few seconds with
+    its binaries and images cached) and stopped again after the session when it was
+    started here. Only the project's local cluster has one."""
+    if not kube_target.local:
+        message = f"the cluster behind {kube_target.kubeconfig} is not the local cluster"
+        if os.environ.get("CI"):
+            pytest.fail(message + ": real-node tests need it")
+        pytest.skip(message + " (the real node runs only there)")
+    cluster = local.LocalCluster()
+    was_ready = node_mod.ready(cluster)
+    image = node_mod.up(cluster)
+    yield RealNode(node_mod.NAME, node_mod.LABEL, image, cluster)
+    if not was_ready and not os.environ.get("SHOAL_KEEP_CLUSTER"):
+        node_mod.stop(cluster)

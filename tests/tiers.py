@@ -1,9 +1,10 @@
 """``python -m tests.tiers [pytest args]``: every test tier, cheapest first, stopping at the
 first tier that fails (``make test`` runs it after lint).
 
-unit, then cluster and e2e on one local cluster (started here unless $KUBECONFIG names
-one or it already runs, and stopped before chaos so its processes do not share the
-cores with the chaos tier's own cluster), then chaos. Each tier is its own pytest
+unit, then cluster, e2e and realnode on one local cluster (started here unless
+$KUBECONFIG names one or it already runs, and stopped before chaos so its processes do
+not share the cores with the chaos tier's own cluster), then chaos. realnode adds the
+cluster's real node (real pods) only for its own tests. Each tier is its own pytest
 session. Arguments are passed to each; arguments that name tests (paths, node ids) run
 one plain pytest session over just those instead. The last line totals every tier.
 """
@@ -20,9 +21,9 @@ from pathlib import Path
 from e2e.cluster import local
 
 TESTS = Path(__file__).resolve().parent
-TIERS = ("unit", "cluster", "e2e", "chaos")
+TIERS = ("unit", "cluster", "e2e", "realnode", "chaos")
 # The tiers that share the session's cluster.
-ON_THE_CLUSTER = ("cluster", "e2e")
+ON_THE_CLUSTER = ("cluster", "e2e", "realnode")
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a selection leaves a tier empty
 
 
