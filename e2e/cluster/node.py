@@ -377,7 +377,7 @@ def _restart_apiserver_for_node(cluster: LocalCluster, state: local_mod.ClusterS
         return
     state.real_node = True
     cluster.write_state(state)
-    local_mod.kill(cluster, "kube-apiserver")
+    local_mod._stop_pid(state.pids["kube-apiserver"], grace=10.0)
     local_mod.start(cluster, "kube-apiserver")
 
 
@@ -549,23 +549,25 @@ def _pids_of(cluster: LocalCluster) -> Iterator[int]:
             cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             if "containerd-shim" in cmdline and socket in cmdline:
                 yield int(entry.name)
-    kubepods = Path("/sys/fs/cgroup/pids/kubepods")
-    if kubepods.exists():
+    for kubepods in pod_cgroups()[:1]:
         for procs in kubepods.rglob("cgroup.procs"):
             with contextlib.suppress(OSError):
                 yield from (int(p) for p in procs.read_text().split())
 
 
-def _remove_pod_cgroups() -> None:
-    """The kubelet's cgroupfs hierarchy (``kubepods`` in each controller), deepest
-    first, once empty."""
+def pod_cgroups() -> list[Path]:
+    """The kubelet's cgroupfs hierarchies (``kubepods``): on cgroup v1 one per
+    controller, the pids controller's first (it holds every pod process); on v2 one."""
     base = Path("/sys/fs/cgroup")
-    if not base.exists():
-        return
-    for controller in base.iterdir():
-        top = controller / "kubepods"
-        if not top.is_dir():
-            continue
+    candidates = [base / "pids" / "kubepods", base / "kubepods"]
+    if base.exists():
+        candidates += sorted(c / "kubepods" for c in base.iterdir() if c.name != "pids")
+    return [c for c in dict.fromkeys(candidates) if c.is_dir()]
+
+
+def _remove_pod_cgroups() -> None:
+    """The kubelet's cgroup hierarchies, deepest first, once empty."""
+    for top in pod_cgroups():
         for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
             with contextlib.suppress(OSError):
                 d.rmdir()
@@ -587,6 +589,13 @@ def stop(cluster: LocalCluster) -> None:
                 local_mod._stop_pid(pid, grace=10.0)
         state.node_pids = {}
         cluster.write_state(state)
+        # A Node left behind would read Ready until the controller-manager's grace
+        # period runs out, and a next start could take it for the new kubelet's.
+        with (
+            contextlib.suppress(httpx.HTTPError, OSError),
+            local_mod._admin_client(cluster, state) as client,
+        ):
+            client.delete(f"/api/v1/nodes/{NAME}")
     for _ in range(3):
         pids = set(_pids_of(cluster))
         if not pids:

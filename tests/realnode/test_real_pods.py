@@ -140,8 +140,7 @@ def _node_leftovers(node: RealNode) -> dict[str, object]:
         for line in Path("/proc/self/mountinfo").read_text().splitlines()
         if line.split()[4].startswith(f"{pods_dir}/")
     ]
-    cgroups = Path("/sys/fs/cgroup/pids/kubepods")
-    pod_cgroups = [p.name for p in cgroups.rglob("pod*") if p.is_dir()] if cgroups.exists() else []
+    pod_cgroups = [p.name for c in node_mod.pod_cgroups() for p in c.rglob("pod*") if p.is_dir()]
     return {
         "tasks": tasks,
         "netns": sorted(p.name for p in node_mod.NETNS_DIR.glob("cni-*")),
