@@ -20,21 +20,19 @@ import httpx
 from benchmarks import control_plane as bench
 from shoal.api.constants import MANAGED_BY, MANAGED_BY_LABEL
 from shoal.api.inferencemodel import InferenceModel
+from shoal.api.kinds import KINDS
 from shoal.api.tenantpool import TenantPool
+from shoal.kube.paths import collection_path
 from shoal.render.desired import model_objects, pool_objects
 from shoal.render.tenancy import tenant_objects
 from shoal.settings import Settings
 
-# Where each kind Shoal renders is listed, cluster-wide.
+# Where each kind Shoal renders is listed, cluster-wide (Kueue's aside: the fleet has
+# no elastic pool).
 CHILD_PATHS = {
-    "ConfigMap": "/api/v1/configmaps",
-    "Service": "/api/v1/services",
-    "ResourceQuota": "/api/v1/resourcequotas",
-    "Deployment": "/apis/apps/v1/deployments",
-    "HorizontalPodAutoscaler": "/apis/autoscaling/v2/horizontalpodautoscalers",
-    "PodDisruptionBudget": "/apis/policy/v1/poddisruptionbudgets",
-    "NetworkPolicy": "/apis/networking.k8s.io/v1/networkpolicies",
-    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    k.kind: collection_path(k.api_version, k.kind, None)
+    for k in KINDS
+    if k.planned_by and k.watch is not None
 }
 Key = tuple[str, str, str]  # kind, namespace ("" for cluster-scoped), name
 

@@ -1,5 +1,5 @@
-"""Writing the generated files: CRDs and admission policy, the API reference, and the
-monitoring pipeline's rule files."""
+"""Writing the generated files: CRDs and admission policy, the API reference, the
+operator's ClusterRole, and the monitoring pipeline's rule files."""
 
 from __future__ import annotations
 
@@ -12,25 +12,16 @@ from shoal.api.crd import KINDS, crd
 from shoal.api.reference import render_reference
 from shoal.metrics.alerts import alerting_rules
 from shoal.metrics.pipeline import adapter_rules, kubernetes_scrape_configs, recording_rules
+from shoal.render import rbac
 
 HEADER = "# Generated from operator/shoal by `make generate`. Do not edit.\n"
 
 
-REPO = Path(__file__).resolve().parents[2]
 RBAC = "manifests/base/rbac.yaml"
 
 
-def _rbac_rules() -> str:
-    """The ClusterRole's rules from manifests/base, the one place they are written."""
-    docs = yaml.safe_load_all((REPO / RBAC).read_text())
-    role = next(d for d in docs if d and d["kind"] == "ClusterRole")
-    return f"# Generated from {RBAC} by `make generate`. Do not edit.\n" + yaml.safe_dump(
-        role["rules"], sort_keys=False, width=100
-    )
-
-
 def rendered_files() -> dict[str, str]:
-    """Relative path -> content of every generated file (reads manifests/base/rbac.yaml)."""
+    """Relative path -> content of every generated file (pure)."""
     files = {
         f"crds/{kind.crd_name}.yaml": HEADER + yaml.safe_dump(crd(kind), sort_keys=False, width=100)
         for kind in KINDS
@@ -45,7 +36,8 @@ def rendered_files() -> dict[str, str]:
     files["charts/shoal/files/admission-policy.yaml"] = files[
         "manifests/admission/admission-policy.yaml"
     ]
-    files["charts/shoal/files/rbac-rules.yaml"] = _rbac_rules()
+    files[RBAC] = rbac.manifest(HEADER)
+    files["charts/shoal/files/rbac-rules.yaml"] = rbac.chart_rules(HEADER)
     monitoring = "manifests/monitoring"
     files[f"{monitoring}/prometheus-rules.yaml"] = HEADER + yaml.safe_dump(
         recording_rules(), sort_keys=False, width=100

@@ -11,6 +11,6 @@ JWKS_PATH = "/openid/v1/jwks"
 
 def fetch_issuer(kube: Kube) -> Issuer:
     """The issuer the API server signs ServiceAccount tokens as, and its public keys
-    (the RBAC rule for these two paths is in manifests/base/rbac.yaml)."""
+    (the RBAC rule for these two paths is shoal.api.kinds.EXTRA_RULES)."""
     jwks = kube.get_path(JWKS_PATH, accept="application/jwk-set+json, application/json")
     return issuer_from(kube.get_path(DISCOVERY_PATH), jwks)

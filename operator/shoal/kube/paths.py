@@ -4,28 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.api.constants import KUEUE_API_VERSION
+from shoal.api.kinds import KINDS as TABLE
 
-# (apiVersion, kind) -> (plural, namespaced)
+# (apiVersion, kind) -> (plural, namespaced), from the table of kinds.
 KINDS: dict[tuple[str, str], tuple[str, bool]] = {
-    ("v1", "ConfigMap"): ("configmaps", True),
-    ("v1", "Service"): ("services", True),
-    ("v1", "ResourceQuota"): ("resourcequotas", True),
-    ("v1", "Event"): ("events", True),
-    ("v1", "Pod"): ("pods", True),
-    ("v1", "Namespace"): ("namespaces", False),
-    ("apps/v1", "Deployment"): ("deployments", True),
-    ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
-    ("autoscaling/v2", "HorizontalPodAutoscaler"): ("horizontalpodautoscalers", True),
-    ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
-    ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
-    ("shoal.dev/v1alpha1", "InferenceModel"): ("inferencemodels", True),
-    ("shoal.dev/v1alpha1", "TenantPool"): ("tenantpools", False),
-    ("shoal.dev/v1alpha1", "BatchPolicy"): ("batchpolicies", True),
-    (KUEUE_API_VERSION, "ResourceFlavor"): ("resourceflavors", False),
-    (KUEUE_API_VERSION, "ClusterQueue"): ("clusterqueues", False),
-    (KUEUE_API_VERSION, "LocalQueue"): ("localqueues", True),
-    (KUEUE_API_VERSION, "Workload"): ("workloads", True),
+    (k.api_version, k.kind): (k.plural, k.namespaced) for k in TABLE
 }
 
 
