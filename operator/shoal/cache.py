@@ -32,7 +32,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.api.constants import GROUP, POOL_LABEL
+from shoal.api.constants import GROUP, MODEL_LABEL, POOL_LABEL
 from shoal.render.autoscaler import scaling_active
 from shoal.render.pods import is_ready
 
@@ -198,6 +198,8 @@ class Cache:
         self._entries: dict[Key, Entry] = {}
         self._by_pool: dict[str, set[Key]] = defaultdict(set)  # models and pool objects
         self._by_kind: dict[str, set[Key]] = defaultdict(set)
+        # (namespace, model label): a model's children, or its overflow twin's.
+        self._by_model: dict[tuple[str, str], set[Key]] = defaultdict(set)
         self._tombstones: OrderedDict[Key, Tombstone] = OrderedDict()
 
     # ------------------------------------------------------------------ writes
@@ -253,11 +255,19 @@ class Cache:
             return str((body.get("spec") or {}).get("pool") or "") or None
         return ((body.get("metadata") or {}).get("labels") or {}).get(POOL_LABEL)
 
+    @staticmethod
+    def _model_of(key: Key, body: dict[str, Any]) -> tuple[str, str] | None:
+        model = ((body.get("metadata") or {}).get("labels") or {}).get(MODEL_LABEL)
+        return (key[1], model) if model and key[0] not in CUSTOM_KINDS else None
+
     def _index(self, key: Key, body: dict[str, Any]) -> None:
         self._by_kind[key[0]].add(key)
         pool = self._pool_of(key, body)
         if pool:
             self._by_pool[pool].add(key)
+        model = self._model_of(key, body)
+        if model:
+            self._by_model[model].add(key)
 
     def _unindex(self, key: Key, body: dict[str, Any]) -> None:
         self._by_kind[key[0]].discard(key)
@@ -266,6 +276,11 @@ class Cache:
             self._by_pool[pool].discard(key)
             if not self._by_pool[pool]:
                 del self._by_pool[pool]
+        model = self._model_of(key, body)
+        if model:
+            self._by_model[model].discard(key)
+            if not self._by_model[model]:
+                del self._by_model[model]
 
     # ------------------------------------------------------------------ reads
     def get(self, kind: str, name: str, namespace: str = "") -> dict[str, Any] | None:
@@ -296,6 +311,14 @@ class Cache:
         wanted = set(kinds)
         with self._lock:
             keys = sorted(k for k in self._by_pool.get(pool, ()) if k[0] in wanted)
+            return [self._entries[k].body for k in keys]
+
+    def of_model(self, namespace: str, model: str, kinds: Iterable[str]) -> list[dict[str, Any]]:
+        """Objects of ``kinds`` in ``namespace`` labelled as ``model``'s (its stack, or
+        for a twin's name, its overflow twin's)."""
+        wanted = set(kinds)
+        with self._lock:
+            keys = sorted(k for k in self._by_model.get((namespace, model), ()) if k[0] in wanted)
             return [self._entries[k].body for k in keys]
 
     def versions(self, kind: str) -> dict[tuple[str, str], str]:

@@ -28,6 +28,7 @@ from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
 from shoal.api.constants import API_VERSION, MODEL_LABEL, POOL_LABEL
 from shoal.api.inferencemodel import InferenceModel
+from shoal.api.kinds import MODEL, POOL, planned_by
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, Kube
@@ -46,15 +47,10 @@ from tests.support.wait import wait_for
 
 IM, TP, BP = "InferenceModel", "TenantPool", "BatchPolicy"
 VOLATILE = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid")
-TENANT_KINDS = {"ResourceQuota": "v1", "NetworkPolicy": "networking.k8s.io/v1"}
-MODEL_KINDS = {
-    "Deployment": "apps/v1",
-    "Service": "v1",
-    "ConfigMap": "v1",
-    "PodDisruptionBudget": "policy/v1",
-    "HorizontalPodAutoscaler": "autoscaling/v2",
-    "NetworkPolicy": "networking.k8s.io/v1",
-}
+# What may be left behind, by the table of kinds: a pool's namespaced objects, and a
+# model's (its overflow stack's among them).
+TENANT_KINDS = [k for k in planned_by(POOL) if k.namespaced]
+MODEL_KINDS = planned_by(MODEL)
 
 
 def _base_model(pool: str) -> dict[str, Any]:
@@ -238,18 +234,18 @@ def _differences(
             )
     wanted = {key_of(o["kind"], o) for o in desired}
     for pool_name in live_pools:
-        for kind, version in TENANT_KINDS.items():
-            for live in kube.list(version, kind, labels=f"{POOL_LABEL}={pool_name}"):
-                key = key_of(kind, live)
+        for kind in TENANT_KINDS:
+            for live in kube.list(kind.api_version, kind.kind, labels=f"{POOL_LABEL}={pool_name}"):
+                key = key_of(kind.kind, live)
                 if key not in wanted:
-                    out.append(f"{kind} {key[1]}/{key[2]}: left behind")
+                    out.append(f"{kind.kind} {key[1]}/{key[2]}: left behind")
     # A model's children in the test's namespaces (an overflow stack among them).
     for namespace in namespaces_of_cases:
-        for kind, version in MODEL_KINDS.items():
-            for live in kube.list(version, kind, namespace, labels=MODEL_LABEL):
-                key = key_of(kind, live)
+        for kind in MODEL_KINDS:
+            for live in kube.list(kind.api_version, kind.kind, namespace, labels=MODEL_LABEL):
+                key = key_of(kind.kind, live)
                 if key not in wanted:
-                    out.append(f"{kind} {key[1]}/{key[2]}: left behind")
+                    out.append(f"{kind.kind} {key[1]}/{key[2]}: left behind")
     return out
 
 

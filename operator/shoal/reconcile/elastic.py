@@ -18,9 +18,11 @@ from shoal.api.constants import (
     MANAGED_BY_LABEL,
     POOL_LABEL,
 )
+from shoal.api.kinds import CAPACITY
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError, Kube
 from shoal.kube.kueue import KueueProbe
+from shoal.reconcile.prune import Owner, apply_and_prune
 from shoal.render.elastic import (
     Nominal,
     capacity_figures,
@@ -37,7 +39,6 @@ from shoal.render.quota_drain import (
 
 log = logging.getLogger(__name__)
 
-KUEUE_KINDS = ("LocalQueue", "ClusterQueue", "ResourceFlavor")  # deletion order
 # How often a pool with elastic capacity looks again (Kueue's objects are not watched;
 # Kueue may come).
 RECHECK_SECONDS = 30.0
@@ -70,15 +71,18 @@ def cohort_of(pool: TenantPool, pools: Sequence[TenantPool]) -> list[TenantPool]
     ]
 
 
-def _leftovers(kube: Kube, pool: str, keep: set[tuple[str, str, str]]) -> list[dict[str, Any]]:
-    labels = f"{MANAGED_BY_LABEL}={MANAGED_BY},{POOL_LABEL}={pool}"
-    out = []
-    for kind in KUEUE_KINDS:
-        for live in kube.list_metadata(KUEUE_API_VERSION, kind, labels=labels):
-            meta = live["metadata"]
-            if (kind, meta.get("namespace", ""), meta["name"]) not in keep:
-                out.append({"apiVersion": KUEUE_API_VERSION, "kind": kind, "metadata": meta})
-    return out
+def capacity_owner(pool: str) -> Owner:
+    return Owner(CAPACITY, {MANAGED_BY_LABEL: MANAGED_BY, POOL_LABEL: pool})
+
+
+def _held(kube: Kube, owner: Owner) -> list[dict[str, Any]]:
+    """The pool's Kueue objects, listed (nobody watches them: Kueue may come later)."""
+    labels = ",".join(f"{k}={v}" for k, v in owner.labels.items())
+    return [
+        {**live, "kind": kind}
+        for kind in owner.kinds
+        for live in kube.list_metadata(KUEUE_API_VERSION, kind, labels=labels)
+    ]
 
 
 def _drain(kube: Kube, pool: TenantPool, admitted: list[str], nominal: Nominal, room: int) -> int:
@@ -142,13 +146,8 @@ def converge_capacity(
         nominal = nominal_at(capacity, now)
         desired = elastic_objects(pool, cohort, admitted, nominal)
     if served:
-        for obj in desired:
-            kube.apply(obj)
-        keep = {
-            (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in desired
-        }
-        for leftover in _leftovers(kube, pool.metadata.name, keep):
-            kube.delete(leftover)
+        owner = capacity_owner(pool.metadata.name)
+        apply_and_prune(kube, owner, desired, _held(kube, owner))
     if capacity is None:
         return CapacityOutcome(
             {"mode": "HardQuota"},

@@ -14,10 +14,11 @@ from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
 from shoal.api.constants import GATEWAY_LABEL
 from shoal.api.inferencemodel import InferenceModel
+from shoal.api.kinds import GATEWAY
 from shoal.api.tenantpool import TenantPool
-from shoal.cache import key_of
 from shoal.kube.client import ApiError
 from shoal.kube.issuer import JWKS_PATH, fetch_issuer
+from shoal.reconcile.prune import Owner, apply_and_prune
 from shoal.render.gateway import (
     audience,
     gateway_host,
@@ -36,13 +37,6 @@ from shoal.render.keys import Issuer
 from shoal.render.overflow import overflow_name
 from shoal.state import Operator
 
-GATEWAY_KINDS = {
-    "ConfigMap": "v1",
-    "NetworkPolicy": "networking.k8s.io/v1",
-    "Service": "v1",
-    "PodDisruptionBudget": "policy/v1",
-    "Deployment": "apps/v1",
-}
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
@@ -140,7 +134,7 @@ def converge_gateway(
     gateway's status, None when there is no gateway."""
     name = pool.metadata.name
     site = op.settings.gateway
-    wanted: set[tuple[str, str, str]] = set()
+    objects: list[dict[str, Any]] = []
     deployment: dict[str, Any] | None = None
     if pool.spec.gateway.enabled:
         signer = issuer(op)
@@ -163,16 +157,11 @@ def converge_gateway(
         except GatewayConfigError as exc:
             raise GatewayUnavailableError("InvalidGatewayConfig", str(exc)) from None
         objects = gateway_objects(pool, site, text, signer.keys, tenants)
-        for obj in objects:
-            live = op.kube.apply(obj)
-            if obj["kind"] == "Deployment":
-                deployment = live
-        wanted = {key_of(o["kind"], o) for o in objects}
-    for live in op.cache.in_pool(name, GATEWAY_KINDS):
-        meta = live["metadata"]
-        is_gateway = (meta.get("labels") or {}).get(GATEWAY_LABEL) == name
-        if is_gateway and key_of(live["kind"], live) not in wanted:
-            op.kube.delete({**live, "apiVersion": GATEWAY_KINDS[live["kind"]]})
+    owner = Owner(GATEWAY, {GATEWAY_LABEL: name})
+    held = op.cache.in_pool(name, owner.kinds)
+    for obj, live in zip(objects, apply_and_prune(op.kube, owner, objects, held), strict=True):
+        if obj["kind"] == "Deployment":
+            deployment = live
     if deployment is None:
         return None
     host = gateway_host(name, site)

@@ -19,14 +19,16 @@ from shoal.api.admission import admits, refusals
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_duration, parse_object
 from shoal.api.conditions import Cond, condition
-from shoal.api.constants import API_VERSION, MODEL_LABEL
+from shoal.api.constants import API_VERSION, MODEL_LABEL, OVERFLOW_OF_LABEL
 from shoal.api.inferencemodel import InferenceModel
+from shoal.api.kinds import MODEL
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
 from shoal.metrics.status import metrics_status
 from shoal.reconcile.autoscaler_state import AUTOSCALER_READY, autoscaler_condition
 from shoal.reconcile.overflow import OVERFLOW_READY, OverflowState, converge_overflow
 from shoal.reconcile.pool import isolation_objects
+from shoal.reconcile.prune import Owner, keys, prune
 from shoal.reconcile.replica_state import (
     FETCHING,
     LOADING,
@@ -288,6 +290,13 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
             deployment = live
         elif obj["kind"] == "HorizontalPodAutoscaler":
             autoscaler = live
+    owner = model_owner(model)
+    prune(
+        op.kube,
+        owner,
+        op.cache.of_model(namespace, model.metadata.name, owner.kinds),
+        keys(plan.objects),
+    )
     assert deployment is not None  # the stack always has one
     outcome = replace(
         rollout_outcome(deployment, plan.floor.min_replicas),
@@ -311,6 +320,12 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
         )
         outcome = with_replica_states(outcome, summarise(pods))
     return outcome
+
+
+def model_owner(model: InferenceModel) -> Owner:
+    """The model's own stack: labelled as the model's, and not as an overflow twin (a
+    model may be named like another's twin)."""
+    return Owner(MODEL, {MODEL_LABEL: model.metadata.name}, unmarked=(OVERFLOW_OF_LABEL,))
 
 
 def scaled_to_zero(outcome: Outcome, pool: TenantPool, gpus: int, now: dt.datetime) -> Outcome:

@@ -15,26 +15,18 @@ from shoal.api.admission import refusals
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_object
 from shoal.api.conditions import Cond
-from shoal.api.constants import OVERFLOW_OF_LABEL
+from shoal.api.constants import MODEL_LABEL, OVERFLOW_OF_LABEL
 from shoal.api.inferencemodel import InferenceModel, Overflow
+from shoal.api.kinds import MODEL
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
 from shoal.reconcile.pool import isolation_objects
+from shoal.reconcile.prune import Owner, apply_and_prune, prune
 from shoal.render.elastic import model_queue
-from shoal.render.names import model_config_name
 from shoal.render.overflow import overflow_name, overflow_objects, overflow_twin
 from shoal.state import Operator
 
 OVERFLOW_READY = "OverflowReady"
-# The twin's objects, by kind, with the name each has (from the twin's name).
-KINDS = (
-    ("autoscaling/v2", "HorizontalPodAutoscaler"),
-    ("policy/v1", "PodDisruptionBudget"),
-    ("v1", "Service"),
-    ("apps/v1", "Deployment"),
-    ("v1", "ConfigMap"),
-    ("networking.k8s.io/v1", "NetworkPolicy"),
-)
 # The twin's refusals speak of its own fields; the user set them under spec.overflow.
 _FIELDS = (
     ("spec.pool", "spec.overflow.pool"),
@@ -121,24 +113,22 @@ def overflow_rank(model: InferenceModel, pool: str, siblings: list[dict[str, Any
     return own + here
 
 
+def twin_owner(model: InferenceModel) -> Owner:
+    """The model's overflow stack: objects labelled as its twin's and as its overflow,
+    never another model's stack that happens to have the twin's name."""
+    twin = overflow_name(model.metadata.name)
+    return Owner(MODEL, {MODEL_LABEL: twin, OVERFLOW_OF_LABEL: model.metadata.name})
+
+
+def _held(op: Operator, model: InferenceModel, owner: Owner) -> list[dict[str, Any]]:
+    twin = overflow_name(model.metadata.name)
+    return op.cache.of_model(model.metadata.namespace or "", twin, owner.kinds)
+
+
 def remove_overflow(op: Operator, model: InferenceModel) -> None:
-    """Delete whatever the model's overflow stack left (the cache says what exists):
-    only objects labelled as this model's overflow, never another model's stack that
-    happens to have the name."""
-    namespace = model.metadata.namespace or ""
-    name = overflow_name(model.metadata.name)
-    for api_version, kind in KINDS:
-        each = model_config_name(name) if kind == "ConfigMap" else name
-        cached = op.cache.get(kind, each, namespace)
-        labels = ((cached or {}).get("metadata") or {}).get("labels") or {}
-        if labels.get(OVERFLOW_OF_LABEL) == model.metadata.name:
-            op.kube.delete(
-                {
-                    "apiVersion": api_version,
-                    "kind": kind,
-                    "metadata": {"name": each, "namespace": namespace},
-                }
-            )
+    """Delete whatever the model's overflow stack left (the cache says what exists)."""
+    owner = twin_owner(model)
+    prune(op.kube, owner, _held(op, model, owner), ())
 
 
 def converge_overflow(
@@ -165,8 +155,9 @@ def converge_overflow(
         with op.isolation_lock(pool.metadata.name, namespace):
             for obj in isolation_objects(op, pool, namespace):
                 op.kube.apply(obj)
-        for obj in desired:
-            live = op.kube.apply(obj)
+        owner = twin_owner(model)
+        held = _held(op, model, owner)
+        for obj, live in zip(desired, apply_and_prune(op.kube, owner, desired, held), strict=True):
             if obj["kind"] == "Deployment":
                 deployment = live
     except ApiError as exc:

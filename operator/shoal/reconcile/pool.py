@@ -17,12 +17,14 @@ from pydantic import ValidationError
 from shoal.api.admission import admits
 from shoal.api.common import parse_object
 from shoal.api.conditions import Cond, condition
-from shoal.api.constants import GATEWAY_LABEL, POOL_FINALIZER, POOL_LABEL
+from shoal.api.constants import GATEWAY_LABEL, MODEL_LABEL, POOL_FINALIZER, POOL_LABEL
+from shoal.api.kinds import POOL
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
 from shoal.reconcile.elastic import DRAIN_SECONDS, RECHECK_SECONDS, converge_capacity
 from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
+from shoal.reconcile.prune import Owner, keys, prune, stale
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
 from shoal.render.desired import pool_objects
@@ -30,8 +32,6 @@ from shoal.render.elastic import next_capacity_change
 from shoal.render.schedule import next_window_change
 from shoal.render.tenancy import tenant_objects, withdrawn_namespace_objects, withdrawn_namespaces
 from shoal.state import Operator
-
-TENANT_KINDS = {"ResourceQuota": "v1", "NetworkPolicy": "networking.k8s.io/v1"}
 
 
 def pool_usage(models: list[dict[str, Any]]) -> dict[str, int]:
@@ -126,22 +126,25 @@ def _converge(op: Operator, pool: TenantPool, admitted: list[str]) -> None:
             for obj in isolation_objects(op, pool, namespace):
                 op.kube.apply(obj)
                 desired.append(obj)
-    wanted = {key_of(o["kind"], o) for o in desired}
-    judged: set[str] = set()
-    for live in op.cache.in_pool(name, TENANT_KINDS):
-        if GATEWAY_LABEL in (live["metadata"].get("labels") or {}):
-            continue  # the gateway's own (reconcile/gateway.py)
-        key = key_of(live["kind"], live)
-        namespace = key[1]
-        if namespace not in judged and key not in wanted:
-            judged.add(namespace)
-            if _withdrawn(op, pool, namespace, admitted):
-                with op.isolation_lock(name, namespace):
-                    for obj in withdrawn_namespace_objects(pool, namespace):
-                        op.kube.apply(obj)
-                        wanted.add(key_of(obj["kind"], obj))
-        if key not in wanted:
-            op.kube.delete({**live, "apiVersion": TENANT_KINDS[live["kind"]]})
+    # A namespace the pool released keeps the default-deny while the pool's pods still
+    # run there: those are planned too, once the stale objects show such a namespace.
+    owner = pool_owner(name)
+    held = op.cache.in_pool(name, owner.kinds)
+    wanted = keys([*pool_objects(pool), *desired])
+    released = dict.fromkeys(o["metadata"].get("namespace") for o in stale(owner, held, wanted))
+    for namespace in filter(None, released):
+        if _withdrawn(op, pool, namespace, admitted):
+            with op.isolation_lock(name, namespace):
+                for obj in withdrawn_namespace_objects(pool, namespace):
+                    op.kube.apply(obj)
+                    wanted.add(key_of(obj["kind"], obj))
+    prune(op.kube, owner, held, wanted)
+
+
+def pool_owner(name: str) -> Owner:
+    """A pool's own objects: its PriorityClass, and its quota and policies in each
+    namespace, not its gateway's or its models' (which carry its label too)."""
+    return Owner(POOL, {POOL_LABEL: name}, unmarked=(GATEWAY_LABEL, MODEL_LABEL))
 
 
 def _apply_priority_class(op: Operator, obj: dict[str, Any]) -> None:
