@@ -3,9 +3,14 @@ at every depth, since a JSON merge patch keeps any nested key it does not null."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from shoal.reconcile.status import status_patch
+import pytest
+from pydantic import ValidationError
+
+from shoal.cache import Cache
+from shoal.kube.client import Kube
+from shoal.reconcile.status import status_patch, write_status
 
 
 def merged(target: Any, patch: Any) -> Any:
@@ -45,3 +50,17 @@ def test_lists_are_replaced_whole() -> None:
     new = {"admittedNamespaces": ["a"], "conditions": [{"type": "Ready", "status": "False"}]}
     patch = status_patch(live, new)
     assert merged(live, patch) == new
+
+
+class _Refusing:
+    """A Kube that fails the test if a status write reaches it."""
+
+    def patch_status(self, body: Any, patch: Any) -> Any:
+        raise AssertionError(f"a status write was sent: {patch}")
+
+
+def test_a_status_key_its_model_lacks_is_refused_before_it_is_written() -> None:
+    body = {"kind": "TenantPool", "metadata": {"name": "p", "generation": 1}, "status": {}}
+    for wrong in ({"gpusUsd": 1}, {"gpusUsed": "one"}, {"capacity": {"mode": "Elastic"}}):
+        with pytest.raises(ValidationError):
+            write_status(cast(Kube, _Refusing()), Cache(), body, wrong)

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from shoal.api.conditions import Cond, merge_conditions, now_rfc3339
+from shoal.api.crd import KINDS
 from shoal.cache import Cache
 from shoal.kube.client import Kube
 
+# Each kind's status model: a status is checked against it before it is written.
+STATUS_MODELS: dict[str, type[BaseModel]] = {k.name: k.status for k in KINDS}
 NOT_STALLED = Cond("Stalled", "False", "AsExpected", "Nothing blocks the spec.")
 
 
@@ -90,7 +95,12 @@ def _merge_patch(live: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 def write_status(kube: Kube, cache: Cache, body: dict[str, Any], new: dict[str, Any]) -> bool:
     """Write ``new`` as ``body``'s status if it differs; True when a write was sent. The
     cache keeps the reply, so the next pass compares against what was written even
-    before the watch brings it back."""
+    before the watch brings it back.
+
+    ``new`` is checked against the kind's status model first, as the API server checks
+    a spec: a key the model does not have, or a value of the wrong type, raises
+    pydantic's ValidationError here instead of being pruned silently by the server."""
+    STATUS_MODELS[body["kind"]].model_validate(new)
     patch = status_patch(body.get("status"), new)
     if patch is None:
         return False
