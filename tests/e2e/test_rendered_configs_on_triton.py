@@ -8,7 +8,7 @@ exactly how), and loaded with --strict-model-config=true.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from e2e.triton_repo import add_model, for_cpu
@@ -135,7 +135,7 @@ def _one_runner(spec: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
         model["properties"] = {k: v for k, v in model["properties"].items() if k != dropped}
         model["required"] = sorted({*model.get("required", []), kept})
         way["properties"]["model"] = model
-        ways.append(from_schema(way))
+        ways.append(cast(st.SearchStrategy[dict[str, Any]], from_schema(way)))
     return st.one_of(ways)
 
 
