@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from shoal.api.kinds import KINDS
+
 RBAC = Path(__file__).resolve().parents[2] / "manifests" / "base" / "rbac.yaml"
 
 
@@ -41,27 +43,17 @@ def test_custom_resources_are_never_created_or_deleted_by_the_operator() -> None
             assert not {"create", "update", "delete"} & set(rule["verbs"]), rule
 
 
-def test_deletes_only_what_a_pool_releases_or_must_replace() -> None:
-    """Quotas and policies of namespaces a pool releases; a pool's PriorityClass when its
-    value changes (the API server refuses that in place); its Kueue objects when its
-    elastic capacity is unset or a namespace is released; a model's overflow stack
-    when its spec.overflow is unset."""
+def test_deletes_only_the_kinds_a_planner_prunes() -> None:
+    """Delete is granted for the children a planner renders and prunes once it stops
+    rendering them (shoal.reconcile.prune): quotas and policies of namespaces a pool
+    releases, a PriorityClass whose value changed, Kueue objects of capacity unset, an
+    overflow stack of spec.overflow unset. Never for the custom resources, namespaces,
+    pods or anything else the operator only reads."""
     deletable = {
         r for rule in rules() if "delete" in rule["verbs"] for r in rule.get("resources", [])
     }
-    assert deletable == {
-        "resourcequotas",
-        "networkpolicies",
-        "priorityclasses",
-        "resourceflavors",
-        "clusterqueues",
-        "localqueues",
-        "configmaps",
-        "services",
-        "deployments",
-        "poddisruptionbudgets",
-        "horizontalpodautoscalers",
-    }
+    assert deletable == {k.plural for k in KINDS if k.planned_by}
+    assert not deletable & {"inferencemodels", "tenantpools", "batchpolicies", "namespaces", "pods"}
 
 
 def test_the_gateway_namespaces_roles_grant_only_what_is_used() -> None:
