@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
+from shoal.api.conditions import Cond
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
+from shoal.reconcile.model import Outcome, model_status
 from shoal.render.documents import RenderFacts, render_documents
 from shoal.render.model_plan import ModelFacts, PlanError, PoolMember, plan_model
 from tests.support.shoal_objects import inference_model
@@ -165,3 +167,25 @@ def test_models_above_their_warm_pools_give_a_lowered_window_back_together() -> 
         for name in ("alpha", "beta")
     }
     assert ceilings == {"alpha": 1, "beta": 2}
+
+
+def test_the_warm_pool_status_reports_is_the_hpas_minimum() -> None:
+    """A window asks for 3 replicas while the elastic pool's GPUs admit 2: the HPA keeps
+    2, and status.warmPool says 2, not the 3 it cannot have."""
+    model = _model(schedules=[WINDOW])
+    plan = _plan(model, _pool({"gpus": 2}), kueue_served=True)
+    assert plan.floor.min_replicas == 3
+    assert _hpa(plan.objects)["spec"]["minReplicas"] == plan.bounds.floor == 2
+    ready = Cond("Ready", "True", "Available", "2 of 2 replicas ready to serve.")
+    outcome = Outcome(
+        ready=ready,
+        progressing=Cond("Progressing", "False", "RolloutComplete", "2 replicas available."),
+        degraded=Cond("Degraded", "False", "AsExpected", "All objects are applied."),
+        deployment={"status": {"replicas": 2, "readyReplicas": 2}},
+        floor=plan.floor,
+        bounds=plan.bounds,
+    )
+    doc = {**model, "metadata": {**model["metadata"], "generation": 1}}
+    status = model_status(InferenceModel.model_validate(model), doc, outcome)
+    assert status["warmPool"] == 2
+    assert status["openSchedules"] == ["noon"]

@@ -38,6 +38,7 @@ from shoal.reconcile.replica_state import (
     summarise,
 )
 from shoal.reconcile.status import assemble, kstatus, write_status
+from shoal.render.autoscaler import ReplicaBounds
 from shoal.render.elastic import nominal_at
 from shoal.render.gateway import gateway_host
 from shoal.render.model_plan import ModelFacts, PlanError, PoolMember, plan_model
@@ -59,6 +60,9 @@ class Outcome:
     stalled: bool = False
     deployment: dict[str, Any] | None = None
     floor: Floor | None = None
+    # The replicas the HPA keeps it between (floor clamped by the ceiling): the warm
+    # pool status reports is the HPA's minReplicas.
+    bounds: ReplicaBounds | None = None
     # When a scheduled window (or the pool's capacity window) opens or closes.
     next_change: dt.datetime | None = None
     # Replicas per state (shoal.reconcile.replica_state), while not all serve.
@@ -299,8 +303,9 @@ def converge(op: Operator, model: InferenceModel) -> Outcome:
     )
     assert deployment is not None  # the stack always has one
     outcome = replace(
-        rollout_outcome(deployment, plan.floor.min_replicas),
+        rollout_outcome(deployment, plan.bounds.floor),
         floor=plan.floor,
+        bounds=plan.bounds,
         next_change=plan.next_change,
         max_batch_size=plan.batching.max_batch_size,
         autoscaler=autoscaler_condition(autoscaler),
@@ -443,7 +448,8 @@ def model_status(
             endpoints["gatewayGrpc"] = f"{gateway}:{GRPC_PORT}"
         fields["endpoints"] = endpoints
     if outcome.floor is not None:
-        fields["warmPool"] = outcome.floor.min_replicas
+        bounds = outcome.bounds
+        fields["warmPool"] = bounds.floor if bounds else outcome.floor.min_replicas
         fields["openSchedules"] = list(outcome.floor.open_windows)
     return assemble(body, conditions, **fields)
 
