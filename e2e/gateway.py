@@ -116,7 +116,15 @@ class TokenIssuer:
 
     @classmethod
     def new(cls) -> TokenIssuer:
-        return cls([rsa_pair("rsa-key-1"), ec_pair("ec-key-1")])
+        """Key ids as the API server makes them (base64url of a digest), one beginning
+        with "-" and one with "_": a cluster's key id begins with "-" one time in 32,
+        and the gateway must take it as a value, never as an option."""
+        return cls(
+            [
+                rsa_pair("-xHPUG5YyBlMrW4Sz1BE3JEWiZGlyY83xWy0AkJaheY"),
+                ec_pair("_3bT9kq1Lw2m0nE7vYp4cZ8rXoJ5uHs6aDfGiK0lQwMe"),
+            ]
+        )
 
     def key_files(self) -> dict[str, bytes]:
         """The public keys as the gateway mounts them, relative to its directory."""

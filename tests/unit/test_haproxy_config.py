@@ -123,21 +123,23 @@ def test_the_order_of_the_inputs_does_not_matter() -> None:
 def test_every_key_file_is_named_in_a_jwt_verify_with_its_own_algorithm() -> None:
     text = haproxy_config(config())
     for key in config().keys:
-        assert f'jwt_verify("{key.alg}","{key.path}") if {{ var(txn.jwt_kid) -m str "{key.kid}" }}'
-        assert f"{{ var(txn.jwt_alg) -m str {key.alg} }}" in text
+        kid = f'if {{ var(txn.jwt_kid) -m str -- "{key.kid}" }}'
+        assert f'jwt_verify("{key.alg}","{key.path}") {kid}' in text
+        assert f'{{ var(txn.jwt_alg) -m str -- "{key.alg}" }}' in text
         assert f'jwt_verify("{key.alg}","{key.path}")' in text
 
 
 def test_the_claims_checked() -> None:
     text = haproxy_config(config())
     assert (
-        "jwt_payload_query('$.iss') -m str \"https://kubernetes.default.svc.cluster.local\"" in text
+        "jwt_payload_query('$.iss') -m str -- \"https://kubernetes.default.svc.cluster.local\""
+        in text
     )
-    assert "jwt_payload_query('$.aud[7]') -m str \"shoal-gateway.shared\"" in text
+    assert "jwt_payload_query('$.aud[7]') -m str -- \"shoal-gateway.shared\"" in text
     assert "var(txn.jwt_exp),sub(txn.now) -m int gt 0" in text
     assert "var(txn.jwt_nbf),sub(txn.now) -m int gt 60" in text
     assert "field(3,:)" in text  # the namespace of system:serviceaccount:<ns>:<name>
-    assert "unless { var(txn.tenant) -m str team-a team-b team-c }" in text
+    assert 'unless { var(txn.tenant) -m str -- "team-a" "team-b" "team-c" }' in text
 
 
 def test_client_headers_the_gateway_owns_are_removed_first() -> None:
@@ -257,8 +259,8 @@ def test_priority_lanes_order_the_queues_and_shed_the_low_ones() -> None:
     assert "backend top_lanes" in text
     gate = section(text, "backend gate_team-a")
     assert (
-        "http-request set-var(txn.priority) int(2) if { var(txn.route) -m str m_team-a_ranker }"
-        in gate
+        "http-request set-var(txn.priority) int(2) "
+        'if { var(txn.route) -m str -- "m_team-a_ranker" }' in gate
     )
     assert any("-m int 1:3 }" in line for line in gate)
     assert "http-request set-priority-class var(txn.priority)" in gate
@@ -358,11 +360,11 @@ def test_a_request_no_replica_has_a_slot_for_spills_to_a_free_overflow_replica()
     # slots, so its requests also spill as soon as any wait.
     assert spill == [
         "use_backend m_team-a_embedder_overflow if "
-        "{ req.hdr(X-Shoal-Internal-Route) -m str m_team-a_embedder } "
+        '{ req.hdr(X-Shoal-Internal-Route) -m str -- "m_team-a_embedder" } '
         "{ be_conn_free(m_team-a_embedder) -m int le 0 } "
         "{ be_conn_free(m_team-a_embedder_overflow) -m int gt 0 }",
         "use_backend m_team-a_embedder_overflow if "
-        "{ req.hdr(X-Shoal-Internal-Route) -m str m_team-a_embedder } "
+        '{ req.hdr(X-Shoal-Internal-Route) -m str -- "m_team-a_embedder" } '
         "{ queue(m_team-a_embedder) -m int gt 0 } "
         "{ be_conn_free(m_team-a_embedder_overflow) -m int gt 0 }",
     ]

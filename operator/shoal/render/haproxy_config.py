@@ -195,6 +195,13 @@ def quote(value: str) -> str:
     return f'"{escaped}"'
 
 
+def match_str(*values: str) -> str:
+    """An ACL's exact-string match of ``values``, each quoted, after ``--``: a value
+    that begins with ``-`` (a key id is random base64url) is then a pattern, never read
+    as an option of the ACL."""
+    return "-m str -- " + " ".join(quote(v) for v in values)
+
+
 def grpc_name_prefix(model: str) -> str:
     """Hex of the protobuf field 1 (tag, varint length, bytes) of a request naming
     ``model``: what a ModelInfer/ModelReady/... message starts with, as every protobuf
@@ -448,23 +455,23 @@ def _edge(config: GatewayConfig) -> list[str]:
         # Every key file is named here, as jwt_verify loads them all at start-up.
         lines.append(
             f'http-request set-var(txn.jwt_ok) var(txn.jwt),jwt_verify("{key.alg}",'
-            f'"{key.path}") if {{ var(txn.jwt_kid) -m str {quote(key.kid)} }} '
-            f"{{ var(txn.jwt_alg) -m str {key.alg} }}"
+            f'"{key.path}") if {{ var(txn.jwt_kid) {match_str(key.kid)} }} '
+            f"{{ var(txn.jwt_alg) {match_str(key.alg)} }}"
         )
     lines += [
         _deny(401, "invalid token", invalid) + " unless { var(txn.jwt_ok) -m int 1 }",
         "# Signed; now its claims: issuer, audience, lifetime, subject.",
         _deny(401, "invalid token", invalid)
-        + f" unless {{ var(txn.jwt),jwt_payload_query('$.iss') -m str {quote(config.issuer)} }}",
+        + f" unless {{ var(txn.jwt),jwt_payload_query('$.iss') {match_str(config.issuer)} }}",
         f"http-request set-var(txn.jwt_aud) bool(true) "
-        f"if {{ var(txn.jwt),jwt_payload_query('$.aud') -m str {quote(config.audience)} }}",
+        f"if {{ var(txn.jwt),jwt_payload_query('$.aud') {match_str(config.audience)} }}",
     ]
     for index in range(MAX_AUDIENCES):
         lines.append(
             "http-request set-var(txn.jwt_aud) bool(true) "
             f"if !{{ var(txn.jwt_aud) -m found }} "
             f"{{ var(txn.jwt),jwt_payload_query('$.aud[{index}]') "
-            f"-m str {quote(config.audience)} }}"
+            f"{match_str(config.audience)} }}"
         )
     lines += [
         _deny(401, "invalid token", invalid) + " unless { var(txn.jwt_aud) -m found }",
@@ -482,7 +489,7 @@ def _edge(config: GatewayConfig) -> list[str]:
         "",
         "# A tenant the pool admits.",
         _deny(403, "this tenant is not admitted to the pool")
-        + (f" unless {{ var(txn.tenant) -m str {' '.join(tenants)} }}" if tenants else ""),
+        + (f" unless {{ var(txn.tenant) {match_str(*tenants)} }}" if tenants else ""),
         f"http-request set-header {TENANT_HEADER} %[var(txn.tenant)]",
         "http-request del-header Authorization",
         "",
@@ -565,11 +572,11 @@ def _gate(config: GatewayConfig, tenant: str, limits: Limits, routes: Sequence[R
             "if { var(txn.kind) -m str grpc }"
         )
     for route in routes:
-        http = f"{{ var(txn.kind) -m str http }} {{ var(txn.model) -m str {quote(route.model)} }}"
+        http = f"{{ var(txn.kind) -m str http }} {{ var(txn.model) {match_str(route.model)} }}"
         grpc = (
             "{ var(txn.kind) -m str grpc } "
             f"{{ req.body,bytes(5,{len(grpc_name_prefix(route.model)) // 2}),hex "
-            f"-m str {grpc_name_prefix(route.model)} }}"
+            f"{match_str(grpc_name_prefix(route.model))} }}"
         )
         lines += [
             f"http-request set-var(txn.route) str({route.backend}) if {http}",
@@ -593,7 +600,7 @@ def _gate(config: GatewayConfig, tenant: str, limits: Limits, routes: Sequence[R
     ]
     for route in routes:
         for backend in (route.backend, grpc_backend(route)):
-            lines += _priority_lines(route, f"{{ var(txn.route) -m str {backend} }}")
+            lines += _priority_lines(route, f"{{ var(txn.route) {match_str(backend)} }}")
     concurrency = limits.concurrency
     server = f"server routes unix@{paths.routes_socket} proto h2"
     if concurrency:
@@ -633,7 +640,7 @@ def _spill_lines(routes: Sequence[Route]) -> list[str]:
                 when.append(f"{{ queue({own}) -m int gt 0 }}")
             for full in when:
                 lines.append(
-                    f"use_backend {spill} if {{ req.hdr({ROUTE_HEADER}) -m str {own} }} "
+                    f"use_backend {spill} if {{ req.hdr({ROUTE_HEADER}) {match_str(own)} }} "
                     f"{full} {{ be_conn_free({spill}) -m int gt 0 }}"
                 )
     return ["# Overflow before the queue.", *lines] if lines else []
