@@ -177,6 +177,13 @@ CASES: tuple[Case, ...] = (
         ("spec.defaultPriority", "between 1 and priorityLevels"),
     ),
     Case(
+        "bp-preserve-ordering-with-priority-levels",
+        BP,
+        "interactive",
+        (("spec.preserveOrdering", True),),
+        ("spec.preserveOrdering", "at most one priority level"),
+    ),
+    Case(
         "bp-default-priority-without-levels",
         BP,
         "offline",

@@ -145,6 +145,15 @@ class BatchPolicySpec(SpecModel):
             message="each priorityQueuePolicies[].priority must be at most priorityLevels",
             field=".priorityQueuePolicies",
         ),
+        Rule(
+            # Triton refuses to load such a model: it keeps the order of one queue only.
+            cel="!has(self.preserveOrdering) || !self.preserveOrdering || "
+            "!has(self.priorityLevels) || self.priorityLevels <= 1",
+            check=lambda s: not s.preserve_ordering or s.priority_levels <= 1,
+            message="preserveOrdering allows at most one priority level: set priorityLevels "
+            "to 0 or 1, or preserveOrdering to false",
+            field=".preserveOrdering",
+        ),
     )
 
 
