@@ -33,14 +33,12 @@ from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, Kube
 from shoal.kube.kueue import KueueProbe
-from shoal.reconcile.pool import admitted_namespaces
 from shoal.render.batching import effective_batching
-from shoal.render.desired import pool_objects
 from shoal.render.gateway import GatewaySite, gateway_name, gateway_objects
 from shoal.render.keys import PublicKey
 from shoal.render.model_plan import ModelFacts, plan_model
 from shoal.render.overflow import overflow_objects
-from shoal.render.tenancy import tenant_objects
+from shoal.render.pool_plan import PoolFacts, live_namespaces, plan_pool
 from tests.support.optional_fields import CASES, resolve
 from tests.support.passes import operator_counters, wait_for_passes
 from tests.support.wait import wait_for
@@ -179,13 +177,20 @@ def _differences(
     kueue_served = KueueProbe().served(kube)
     desired: list[dict[str, Any]] = []
     site = GatewaySite()
+    # The operator's own pool planner, on the facts the cluster gives.
+    pool_facts = PoolFacts(
+        now=now,
+        namespaces=live_namespaces(namespaces),
+        gateway_namespace=site.namespace,
+        kueue_served=kueue_served,
+        pools=[p for p in pools.values() if p.metadata.name in live_pools],
+    )
     for pool in pools.values():
         if pool.metadata.name not in live_pools:
             continue
-        desired += pool_objects(pool)
-        admitted = admitted_namespaces(pool, namespaces)
-        for ns in admitted:
-            desired += tenant_objects(pool, ns, gateway_namespace=site.namespace)
+        planned = plan_pool(pool, pool_facts)
+        desired += planned.objects
+        admitted = list(planned.admitted)
         if pool.spec.gateway.enabled:
             desired += _gateway(kube, pool, site, admitted)
     for body in shoal_objects[IM]:

@@ -15,9 +15,8 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError
 from shoal.kube.kueue import KueueProbe
-from shoal.reconcile.elastic import cohort_of
 from shoal.reconcile.model import SCALED_TO_ZERO, rollout_outcome, scaled_to_zero
-from shoal.reconcile.pool import next_pool_change, parsed_pools
+from shoal.reconcile.pool import parsed_pools
 from shoal.reconcile.replica_state import WAITING_FOR_QUOTA, replica_state
 from shoal.render.batching import effective_batching
 from shoal.render.desired import batched_model_objects, model_objects
@@ -37,6 +36,7 @@ from shoal.render.elastic import (
     resource_flavor,
     warm_pool_gpus,
 )
+from shoal.render.pool_plan import cohort_of, next_pool_change
 from shoal.render.workload import GPU
 from shoal.telemetry import PoolGauges
 from tests.support.resources import example

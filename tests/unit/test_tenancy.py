@@ -6,7 +6,7 @@ from typing import Any
 
 from shoal.api.admission import admits
 from shoal.api.tenantpool import TenantPool
-from shoal.reconcile.pool import admitted_namespaces
+from shoal.render.pool_plan import admitted_namespaces, live_namespaces
 from shoal.render.tenancy import tenant_objects
 from tests.support.resources import example
 
@@ -79,4 +79,4 @@ def test_terminating_namespaces_are_not_admitted() -> None:
             }
         },
     ]
-    assert admitted_namespaces(pool("shared"), namespaces) == ["team-ads"]
+    assert admitted_namespaces(pool("shared"), live_namespaces(namespaces)) == ["team-ads"]

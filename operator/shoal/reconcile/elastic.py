@@ -21,15 +21,14 @@ from shoal.api.constants import (
 from shoal.api.kinds import CAPACITY
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import ApiError, Kube
-from shoal.kube.kueue import KueueProbe
 from shoal.reconcile.prune import Owner, apply_and_prune
 from shoal.render.elastic import (
     Nominal,
     capacity_figures,
-    elastic_objects,
     nominal_at,
     queue_name,
 )
+from shoal.render.pool_plan import cohort_of
 from shoal.render.quota_drain import (
     admitted_flavors,
     own_flavor_excess,
@@ -58,19 +57,6 @@ class CapacityOutcome:
     evicted: int = 0
 
 
-def cohort_of(pool: TenantPool, pools: Sequence[TenantPool]) -> list[TenantPool]:
-    """The pools with elastic capacity in ``pool``'s cohort, ``pool`` included (pure).
-    ``pools``: every valid pool that is not being deleted."""
-    cohort = pool.spec.capacity.cohort if pool.spec.capacity else None
-    if cohort is None:
-        return [pool]
-    return [
-        other
-        for other in pools
-        if other.spec.capacity is not None and other.spec.capacity.cohort == cohort
-    ]
-
-
 def capacity_owner(pool: str) -> Owner:
     return Owner(CAPACITY, {MANAGED_BY_LABEL: MANAGED_BY, POOL_LABEL: pool})
 
@@ -85,7 +71,9 @@ def _held(kube: Kube, owner: Owner) -> list[dict[str, Any]]:
     ]
 
 
-def _drain(kube: Kube, pool: TenantPool, admitted: list[str], nominal: Nominal, room: int) -> int:
+def _drain(
+    kube: Kube, pool: TenantPool, admitted: Sequence[str], nominal: Nominal, room: int
+) -> int:
     """Evict the replicas that hold the pool's own GPUs beyond a quota its window
     lowered, as far as the cohort has room for their replacements
     (shoal.render.quota_drain); returns how many went. A refusal or failure of one
@@ -130,21 +118,19 @@ def _drain(kube: Kube, pool: TenantPool, admitted: list[str], nominal: Nominal, 
 
 def converge_capacity(
     kube: Kube,
-    probe: KueueProbe,
     pool: TenantPool,
     pools: Sequence[TenantPool],
-    admitted: list[str],
+    admitted: Sequence[str],
     now: dt.datetime,
+    *,
+    served: bool,
+    desired: Sequence[dict[str, Any]],
 ) -> CapacityOutcome:
-    """Apply the pool's Kueue objects as they are at ``now``, or remove them, and drain
-    what a lowered window left above the quota."""
+    """Apply the pool's planned Kueue objects (``desired``, shoal.render.pool_plan), or
+    remove them, and drain what a lowered window left above the quota. ``served``:
+    whether the cluster serves Kueue's API."""
     capacity = pool.spec.capacity
-    served = probe.served(kube)
-    desired: list[dict[str, Any]] = []
     cohort = cohort_of(pool, pools)
-    if capacity is not None and served:
-        nominal = nominal_at(capacity, now)
-        desired = elastic_objects(pool, cohort, admitted, nominal)
     if served:
         owner = capacity_owner(pool.metadata.name)
         apply_and_prune(kube, owner, desired, _held(kube, owner))
@@ -170,6 +156,7 @@ def converge_capacity(
                 "not serve: the pool's per-namespace quotas alone apply until it is installed.",
             ),
         )
+    nominal = nominal_at(capacity, now)
     queues = kube.list(KUEUE_API_VERSION, "ClusterQueue", labels=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
     figures = capacity_figures(pool.metadata.name, queues)
     excess = own_flavor_excess(pool.metadata.name, nominal.gpus, queues)

@@ -14,7 +14,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shoal.api.admission import admits
 from shoal.api.common import parse_object
 from shoal.api.conditions import Cond, condition
 from shoal.api.constants import GATEWAY_LABEL, MODEL_LABEL, POOL_FINALIZER, POOL_LABEL
@@ -27,9 +26,7 @@ from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
 from shoal.reconcile.prune import Owner, keys, prune, stale
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
-from shoal.render.desired import pool_objects
-from shoal.render.elastic import next_capacity_change
-from shoal.render.schedule import next_window_change
+from shoal.render.pool_plan import PoolFacts, PoolPlan, live_namespaces, plan_pool
 from shoal.render.tenancy import tenant_objects, withdrawn_namespace_objects, withdrawn_namespaces
 from shoal.state import Operator
 
@@ -45,16 +42,10 @@ def pool_usage(models: list[dict[str, Any]]) -> dict[str, int]:
     return {"gpusUsed": gpus, "models": len(models), "replicas": replicas}
 
 
-def admitted_namespaces(pool: TenantPool, namespaces: list[dict[str, Any]]) -> list[str]:
-    """Names of the live (not terminating) namespaces the pool admits (pure)."""
-    out = []
-    for ns in namespaces:
-        meta = ns.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            continue
-        if admits(pool, meta["name"], meta.get("labels") or {}):
-            out.append(meta["name"])
-    return sorted(out)
+def namespace_facts(op: Operator) -> dict[str, dict[str, str]]:
+    """The live namespaces the operator watches, with their labels."""
+    live = live_namespaces(op.cache.all("Namespace"))
+    return {name: labels for name, labels in live.items() if op.watches(name)}
 
 
 def isolation_objects(op: Operator, pool: TenantPool, namespace: str) -> list[dict[str, Any]]:
@@ -114,26 +105,25 @@ def _report_blocked(op: Operator, body: dict[str, Any], models: list[dict[str, A
         op.kube.event(body, "Warning", "DeletionBlocked", message)
 
 
-def _converge(op: Operator, pool: TenantPool, admitted: list[str]) -> None:
-    """Apply the pool's objects; remove those of namespaces it no longer admits, but
-    the default-deny while the pool's pods still run there."""
+def _converge(op: Operator, pool: TenantPool, plan: PoolPlan) -> None:
+    """Apply the pool's planned objects; remove those of namespaces it no longer admits,
+    but the default-deny while the pool's pods still run there."""
     name = pool.metadata.name
-    for obj in pool_objects(pool):
-        _apply_priority_class(op, obj)
+    _apply_priority_class(op, plan.priority_class)
     desired = []
-    for namespace in admitted:
+    for namespace in plan.admitted:
         with op.isolation_lock(name, namespace):
-            for obj in isolation_objects(op, pool, namespace):
+            for obj in plan.isolation[namespace]:
                 op.kube.apply(obj)
                 desired.append(obj)
     # A namespace the pool released keeps the default-deny while the pool's pods still
     # run there: those are planned too, once the stale objects show such a namespace.
     owner = pool_owner(name)
     held = op.cache.in_pool(name, owner.kinds)
-    wanted = keys([*pool_objects(pool), *desired])
+    wanted = keys([plan.priority_class, *desired])
     released = dict.fromkeys(o["metadata"].get("namespace") for o in stale(owner, held, wanted))
     for namespace in filter(None, released):
-        if _withdrawn(op, pool, namespace, admitted):
+        if _withdrawn(op, pool, namespace, list(plan.admitted)):
             with op.isolation_lock(name, namespace):
                 for obj in withdrawn_namespace_objects(pool, namespace):
                     op.kube.apply(obj)
@@ -198,19 +188,35 @@ def reconcile_pool(op: Operator, name: str) -> None:
             op.kube, op.cache, body, assemble(body, [ready, *kstatus(ready, stalled=True)])
         )
         return
-    admitted = [ns for ns in admitted_namespaces(pool, op.cache.all("Namespace")) if op.watches(ns)]
     pools = parsed_pools(op.cache.all("TenantPool"))
-    now = dt.datetime.now(dt.UTC)
-    op.set_wakeup("TenantPool", name, next_pool_change(pool, now))
+    live = [p for p, deleting in pools if not deleting]
+    facts = PoolFacts(
+        now=dt.datetime.now(dt.UTC),
+        namespaces=namespace_facts(op),
+        cluster_cidrs=op.settings.cluster_cidrs,
+        gateway_namespace=op.settings.gateway_namespace,
+        kueue_served=op.kueue.served(op.kube),
+        pools=live,
+    )
+    plan = plan_pool(pool, facts)
+    admitted = list(plan.admitted)
+    op.set_wakeup("TenantPool", name, plan.next_change)
     gateway: dict[str, Any] | None = None
     gateway_problem: GatewayUnavailableError | None = None
     capacity: dict[str, Any] | None = None
     evicted = 0
     elastic = Cond("ElasticCapacity", "Unknown", "NotApplied", "Not applied yet.")
     try:
-        _converge(op, pool, admitted)
-        live = [p for p, deleting in pools if not deleting]
-        found = converge_capacity(op.kube, op.kueue, pool, live, admitted, now)
+        _converge(op, pool, plan)
+        found = converge_capacity(
+            op.kube,
+            pool,
+            live,
+            admitted,
+            facts.now,
+            served=facts.kueue_served,
+            desired=plan.capacity,
+        )
         capacity, elastic, evicted = found.status, found.condition, found.evicted
         try:
             gateway = converge_gateway(op, pool, admitted, models)
@@ -247,16 +253,6 @@ def reconcile_pool(op: Operator, name: str) -> None:
     news = access.status == "False" and before.get("message") != access.message
     if write_status(op.kube, op.cache, body, status) and news:
         op.kube.event(body, "Warning", access.reason, access.message)
-
-
-def next_pool_change(pool: TenantPool, now: dt.datetime) -> dt.datetime | None:
-    """When one of the pool's windows next opens or closes: its gateway's limits or its
-    nominal GPUs change then, and the pool needs a pass (pure)."""
-    moments = [
-        next_window_change(pool.spec.gateway.windows, now) if pool.spec.gateway.enabled else None,
-        next_capacity_change(pool.spec.capacity, now),
-    ]
-    return min((m for m in moments if m is not None), default=None)
 
 
 def gateway_condition(

@@ -14,12 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from shoal.api.admission import admits
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.batching import effective_batching
-from shoal.render.desired import pool_objects
 from shoal.render.gateway import GatewaySite, gateway_objects
 from shoal.render.gateway_config import Route
 from shoal.render.gateway_plan import gateway_config, route, unique_routes
@@ -27,7 +25,8 @@ from shoal.render.haproxy_config import haproxy_config
 from shoal.render.keys import Issuer, PublicKey
 from shoal.render.model_plan import Key, ModelFacts, PlanError, PoolMember, plan_model
 from shoal.render.overflow import overflow_objects
-from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS, tenant_objects
+from shoal.render.pool_plan import PoolFacts, plan_pool
+from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS
 
 
 class RenderError(ValueError):
@@ -89,6 +88,7 @@ class RenderFacts:
             f"forecast warm pools: {forecasts or 'none'} (--forecast NS/NAME=N)",
             "available replicas of other models: "
             f"{available or 'each its minReplicas'} (--available NS/NAME=N)",
+            "namespaces: those the pools list, and the Namespace documents given",
         ]
 
 
@@ -170,16 +170,27 @@ def render_documents(
             order = (str(model.metadata.namespace), model.metadata.name)
             routes.setdefault(model.spec.pool, []).append((order, planned))
     pool_docs: list[dict[str, Any]] = []
-    for each_pool in pools.values():
-        pool_docs += pool_objects(each_pool)
+    live_pools = list(pools.values())
+    for each_pool in live_pools:
         # Tenant namespaces: those the pool names, and the given Namespace documents
         # its selector admits (a cluster may hold more; the operator finds those).
-        admitted = sorted(
-            set(each_pool.spec.tenants.namespaces)
-            | {name for name, labels in namespaces.items() if admits(each_pool, name, labels)}
+        known = {
+            name: {"kubernetes.io/metadata.name": name}
+            for name in each_pool.spec.tenants.namespaces
+        }
+        planned_pool = plan_pool(
+            each_pool,
+            PoolFacts(
+                now=facts.at,
+                namespaces={**known, **namespaces},
+                cluster_cidrs=cluster_cidrs,
+                gateway_namespace=site.namespace,
+                kueue_served=facts.kueue_served,
+                pools=live_pools,
+            ),
         )
-        for namespace in admitted:
-            pool_docs += tenant_objects(each_pool, namespace, cluster_cidrs, site.namespace)
+        pool_docs += planned_pool.objects
+        admitted = list(planned_pool.admitted)
         if each_pool.spec.gateway.enabled:
             mine = unique_routes(
                 [r for r in routes.get(each_pool.metadata.name, []) if r[1].tenant in admitted]
