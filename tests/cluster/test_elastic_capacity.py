@@ -827,6 +827,17 @@ def test_each_capacity_field_unset_leaves_the_queue_and_a_withdrawn_namespace_it
             timeout=60,
         )
         assert len(kueue_objects(api, "localqueues", namespace)) == 1
+        # The pass deletes the LocalQueue before it writes the pool's status: that
+        # write is part of the change, so the count starts once the status shows it.
+        wait_for(
+            "the pool's status to admit only the first namespace",
+            lambda: shoal.get("TenantPool", name),
+            lambda p: (
+                (p.get("status") or {}).get("admittedNamespaces") == [namespace]
+                and (p.get("status") or {}).get("observedGeneration") == p["metadata"]["generation"]
+            ),
+            timeout=60,
+        )
         rewritten = pool_writes_over_two_rounds(operator)
         assert not rewritten, f"writes while nothing changed: {rewritten}"
     finally:
