@@ -129,8 +129,18 @@ def _alive(pid: int) -> bool:
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        return True
+        # Another process's child (the API server the tier runner started, stopped by
+        # a test session): a zombie its parent has yet to reap has exited all the same.
+        return not _zombie(pid)
     return done == 0
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # gone meanwhile
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
 
 
 def _admin_client(cluster: LocalCluster, state: ClusterState, timeout: float = 5.0) -> httpx.Client:
