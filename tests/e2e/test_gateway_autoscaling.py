@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.gateway_pods import GatewayPods, service_account_token
-from e2e.hpa import desired_replicas, readings
+from e2e.hpa import readings
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
@@ -23,6 +23,7 @@ from kubernetes import client
 
 from shoal.render.autoscaler import GATEWAY_QUEUE_METRIC, QUEUE_METRIC
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience
+from tests.support.scale_up import readings_at_scale_up
 from tests.support.shoal_objects import Shoal, batch_policy, wait_ready
 from tests.support.wait import wait_for
 
@@ -50,7 +51,7 @@ def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
     tmp_path: Path,
 ) -> None:
     shoal = Shoal(api)
-    apps, scaling = client.AppsV1Api(api), client.AutoscalingV2Api(api)
+    scaling = client.AutoscalingV2Api(api)
     with shoal.pool([namespace], gpus=8) as pool:
         shoal.patch("TenantPool", pool, {"spec": {"gateway": {"replicas": 1}}})
         shoal.create(batch_policy("small", maxBatchSize=MAX_BATCH), namespace)
@@ -93,22 +94,7 @@ def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
                 body=BODY,
                 headers={"Authorization": f"Bearer {bearer}"},
             ).start()
-            # The readings the HPA scaled on, from the status update that recorded the
-            # decision, then the Deployment it scaled.
-            decided = wait_for(
-                "the HPA to scale up",
-                lambda: scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace),
-                lambda hpa: desired_replicas(hpa) > 1,
-                timeout=120,
-                interval=0.5,
-            )
-            seen = readings(decided)
-            wait_for(
-                "the Deployment to follow the HPA",
-                lambda: apps.read_namespaced_deployment("linear", namespace).spec.replicas,
-                lambda count: (count or 0) > 1,
-                timeout=30,
-            )
+            seen = readings_at_scale_up(api, "linear", namespace, timeout=120, interval=0.5)
             # What it scaled on: the gateway's queue per replica, far over the target,
             # while Triton's own stayed under it.
             assert seen[GATEWAY_QUEUE_METRIC] > TARGET_QUEUE, seen

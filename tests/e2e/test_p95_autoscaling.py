@@ -14,13 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from e2e.hpa import desired_replicas, readings
+from e2e.hpa import readings
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess
 from kubernetes import client
 
 from shoal.render.autoscaler import P95_METRIC, QUEUE_METRIC
+from tests.support.scale_up import readings_at_scale_up
 from tests.support.shoal_objects import Shoal, wait_ready
 from tests.support.wait import wait_for
 
@@ -52,7 +53,7 @@ def test_p95_latency_over_target_scales_a_model_up(
     tmp_path: Path,
 ) -> None:
     shoal = Shoal(api)
-    apps, scaling = client.AppsV1Api(api), client.AutoscalingV2Api(api)
+    scaling = client.AutoscalingV2Api(api)
     with shoal.pool([namespace], gpus=8) as pool:
         shoal.create(_model(pool), namespace)
         wait_ready(shoal, namespace, "linear")
@@ -72,22 +73,7 @@ def test_p95_latency_over_target_scales_a_model_up(
                 interval=1,
             )
             load = LoadGenerator(backers.http_urls, "linear", clients=32, body=BODY).start()
-            # The readings the HPA scaled on, from the status update that recorded the
-            # decision, then the Deployment it scaled.
-            decided = wait_for(
-                "the HPA to scale up",
-                lambda: scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace),
-                lambda hpa: desired_replicas(hpa) > 1,
-                timeout=120,
-                interval=0.5,
-            )
-            seen = readings(decided)
-            wait_for(
-                "the Deployment to follow the HPA",
-                lambda: apps.read_namespaced_deployment("linear", namespace).spec.replicas,
-                lambda count: (count or 0) > 1,
-                timeout=30,
-            )
+            seen = readings_at_scale_up(api, "linear", namespace, timeout=120, interval=0.5)
             # What it scaled on: the P95 over its target, the queue far under its own.
             assert seen[P95_METRIC] > TARGET_P95_MS / 1000, seen
             assert seen[QUEUE_METRIC] < TARGET_QUEUE, seen

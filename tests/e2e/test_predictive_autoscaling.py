@@ -19,13 +19,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from e2e.hpa import desired_replicas, readings
 from e2e.linear_model import BODY, linear_model
 from e2e.monitoring import LoadGenerator, PodBackers, Prometheus
 from e2e.operator import OperatorProcess, paused, running_operator
 from kubernetes import client
 
 from shoal.render.autoscaler import QUEUE_METRIC, REQUIRED_REPLICAS_METRIC
+from tests.support.scale_up import readings_at_scale_up
 from tests.support.shoal_objects import Shoal, batch_policy, wait_ready
 from tests.support.wait import wait_for
 
@@ -58,7 +58,6 @@ def test_the_forecast_scales_a_model_its_queue_target_would_not(
     tmp_path: Path,
 ) -> None:
     shoal = Shoal(api)
-    apps, scaling = client.AppsV1Api(api), client.AutoscalingV2Api(api)
     settings = {"SHOAL_PROMETHEUS_URL": pipeline.url, "SHOAL_NAMESPACES": namespace}
     with (
         paused(operator),
@@ -79,22 +78,7 @@ def test_the_forecast_scales_a_model_its_queue_target_would_not(
                 timeout=60,
             )
             load = LoadGenerator(backers.http_urls, "linear", clients=CLIENTS, body=BODY).start()
-            # The readings the HPA scaled on, from the status update that recorded the
-            # decision, then the Deployment it scaled.
-            decided = wait_for(
-                "the HPA to scale up",
-                lambda: scaling.read_namespaced_horizontal_pod_autoscaler("linear", namespace),
-                lambda hpa: desired_replicas(hpa) > 1,
-                timeout=180,
-                interval=1,
-            )
-            seen = readings(decided)
-            wait_for(
-                "the Deployment to follow the HPA",
-                lambda: apps.read_namespaced_deployment("linear", namespace).spec.replicas,
-                lambda count: (count or 0) > 1,
-                timeout=30,
-            )
+            seen = readings_at_scale_up(api, "linear", namespace, timeout=180, interval=1)
             # What it scaled on: the operator's required replicas, while Triton's queue
             # per replica stayed far under its own target.
             assert seen[REQUIRED_REPLICAS_METRIC] >= 2, seen
