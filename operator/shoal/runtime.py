@@ -95,7 +95,10 @@ def build(config: Settings, fence: Fence | None = None, user_agent: str = "") ->
         settings=config,
         # The workers, the resync and the probes: one connection each.
         kube=Kube(
-            load_api_client(connections=config.workers + 4, user_agent=user_agent),
+            # No urllib3 retries behind the fence: a resent write would skip its check.
+            load_api_client(
+                connections=config.workers + 4, user_agent=user_agent, retries=fence is None
+            ),
             known=verified,
             fence=fence,
         ),
