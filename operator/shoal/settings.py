@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shoal.api.common import LabelKey, LabelValue, Toleration
 from shoal.api.formats import ImageReference
 from shoal.render.gateway import DEFAULT_GATEWAY_IMAGE, DEFAULT_GATEWAY_NAMESPACE, GatewaySite
 from shoal.render.images import DEFAULT_FETCH_IMAGE, DEFAULT_TRITON_IMAGE, ServingImages
@@ -64,6 +66,14 @@ class Settings(BaseModel):
     gateway_image: str = Field(
         default=DEFAULT_GATEWAY_IMAGE, min_length=1, description="The gateways' HAProxy image."
     )
+    gateway_node_selector: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        description="Node labels the gateways' pods must match (ingress or CPU nodes, say); "
+        "empty: any node.",
+    )
+    gateway_tolerations: tuple[Toleration, ...] = Field(
+        default=(), description="Taints the gateways' pods tolerate, as a pod's tolerations."
+    )
     triton_image: ImageReference = Field(
         default=DEFAULT_TRITON_IMAGE,
         description="The Triton image of a model whose spec.runtime.image is unset.",
@@ -99,7 +109,11 @@ class Settings(BaseModel):
     def gateway(self) -> GatewaySite:
         """Where and with what the gateways run."""
         return GatewaySite(
-            namespace=self.gateway_namespace, image=self.gateway_image, agent_image=self.image
+            namespace=self.gateway_namespace,
+            image=self.gateway_image,
+            agent_image=self.image,
+            node_selector=tuple(sorted(self.gateway_node_selector.items())),
+            tolerations=self.gateway_tolerations,
         )
 
     @property
@@ -125,6 +139,16 @@ class Settings(BaseModel):
         ):
             if listed := env.get(name, "").strip():
                 values[key] = tuple(n.strip() for n in listed.split(",") if n.strip())
+        # Structured ones as JSON, as the chart writes them (toJson).
+        for key, name in (
+            ("gateway_node_selector", "SHOAL_GATEWAY_NODE_SELECTOR"),
+            ("gateway_tolerations", "SHOAL_GATEWAY_TOLERATIONS"),
+        ):
+            if raw := env.get(name, "").strip():
+                try:
+                    values[key] = json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{name} is not JSON: {exc}") from exc
         for key, name in (
             ("liveness_endpoint", "SHOAL_LIVENESS_ENDPOINT"),
             ("resync_seconds", "SHOAL_RESYNC_SECONDS"),

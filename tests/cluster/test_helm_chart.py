@@ -22,6 +22,7 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_labels
 from shoal.render.workload import deployment
+from shoal.settings import Settings
 from tests.support.resources import example
 from tests.support.wait import wait_for
 
@@ -424,6 +425,14 @@ def test_every_value_passes_the_api_servers_admission(
         "SHOAL_GATEWAY_IMAGE": enterprise["gateway"]["image"],
         "SHOAL_TRITON_IMAGE": enterprise["modelImages"]["triton"],
         "SHOAL_FETCH_IMAGE": enterprise["modelImages"]["fetch"],
+    }
+    # The gateways' placement, as the operator reads it back.
+    settings = Settings.from_env(
+        {k: env[k]["value"] for k in ("SHOAL_GATEWAY_NODE_SELECTOR", "SHOAL_GATEWAY_TOLERATIONS")}
+    )
+    assert settings.gateway.placement() == {
+        "nodeSelector": enterprise["gateway"]["nodeSelector"],
+        "tolerations": enterprise["gateway"]["tolerations"],
     }
     account = next(d for d in by_kind["ServiceAccount"] if d["metadata"]["name"] == release)
     assert account["metadata"]["annotations"] == enterprise["serviceAccount"]["annotations"]

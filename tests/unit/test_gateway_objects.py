@@ -8,6 +8,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
@@ -19,6 +20,7 @@ from shoal.render.gateway_config import Limits
 from shoal.render.gateway_files import RuntimePaths
 from shoal.render.gateway_plan import tenant_limits
 from shoal.render.keys import PublicKey, issuer_from, public_key
+from shoal.settings import Settings
 from tests.support.resources import example
 
 
@@ -50,6 +52,38 @@ def test_the_gateway_runs_haproxy_with_its_agent_in_the_gateway_namespace() -> N
     assert pod["securityContext"]["runAsNonRoot"] is True
     for owner in (o["metadata"]["ownerReferences"][0] for o in objs.values()):
         assert owner["kind"] == "TenantPool"
+
+
+def test_the_gateways_run_where_the_site_places_them_and_anywhere_without() -> None:
+    """An admin's gateway placement (chart values gateway.nodeSelector/tolerations)
+    reaches every gateway pod; unset, the pods carry neither field."""
+    settings = Settings.from_env(
+        {
+            "SHOAL_GATEWAY_NODE_SELECTOR": '{"node-role/ingress": "true"}',
+            "SHOAL_GATEWAY_TOLERATIONS": '[{"key": "node-role/ingress", "operator": "Exists"}]',
+        }
+    )
+    placed = by_kind(gateway_objects(pool(), settings.gateway, "", (), ["a"]))
+    pod = placed["Deployment"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"node-role/ingress": "true"}
+    assert pod["tolerations"] == [{"key": "node-role/ingress", "operator": "Exists"}]
+    anywhere = by_kind(gateway_objects(pool(), Settings.from_env({}).gateway, "", (), ["a"]))
+    pod = anywhere["Deployment"]["spec"]["template"]["spec"]
+    assert "nodeSelector" not in pod
+    assert "tolerations" not in pod
+
+
+def test_a_gateway_placement_the_api_would_refuse_is_refused_at_start_up() -> None:
+    for env, said in (
+        ({"SHOAL_GATEWAY_NODE_SELECTOR": '{"bad key!": "x"}'}, "gateway_node_selector"),
+        (
+            {"SHOAL_GATEWAY_TOLERATIONS": '[{"operator": "Equal", "value": "x"}]'},
+            "operator must be Exists when key is empty",
+        ),
+        ({"SHOAL_GATEWAY_TOLERATIONS": "not json"}, "SHOAL_GATEWAY_TOLERATIONS is not JSON"),
+    ):
+        with pytest.raises(ValueError, match=said):
+            Settings.from_env(env)
 
 
 def test_only_the_pools_tenants_reach_the_gateway() -> None:

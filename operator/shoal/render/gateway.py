@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shoal.api.common import Toleration
 from shoal.api.constants import GATEWAY_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.render.gateway_config import GRPC_PORT, HTTP_PORT, METRICS_PORT, PEERS_PORT
@@ -43,6 +44,19 @@ class GatewaySite:
     # The image of the agent: the operator's own.
     agent_image: str = "ghcr.io/shoal-dev/shoal-operator:0.1.0"
     service_account: str = GATEWAY_SERVICE_ACCOUNT
+    # Where the gateways' pods run (ingress or CPU nodes, say): node labels to match,
+    # as (key, value) pairs, and the taints they tolerate, as the API stores them.
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+    def placement(self) -> dict[str, Any]:
+        """The pod spec fields that place a gateway pod; none when the site sets none."""
+        placement: dict[str, Any] = {}
+        if self.node_selector:
+            placement["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            placement["tolerations"] = [t.to_wire() for t in self.tolerations]
+        return placement
 
 
 def gateway_name(pool: str) -> str:
@@ -183,6 +197,7 @@ def deployment(pool: TenantPool, site: GatewaySite) -> dict[str, Any]:
                         "fsGroup": HAPROXY_UID,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
+                    **site.placement(),
                     "initContainers": [_agent(pool, site, once=True)],
                     "containers": [haproxy, _agent(pool, site, once=False)],
                     "volumes": [
