@@ -98,14 +98,23 @@ def operator_kubeconfig(
 
 
 @pytest.fixture(scope="session")
+def operator_env() -> dict[str, str]:
+    """Settings (``SHOAL_*``) the session's operator runs with: none but the tests'
+    own here; a tier may override this fixture."""
+    return {}
+
+
+@pytest.fixture(scope="session")
 def operator(
-    operator_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+    operator_kubeconfig: Path,
+    operator_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OperatorProcess]:
     """The real operator (``shoal run``), cluster-wide, as its ServiceAccount; yields
     the process (its log and endpoints). Tracebacks in the log (a 403 among them) fail
     the session."""
     log = tmp_path_factory.mktemp("operator") / "operator.log"
-    with running_operator(operator_kubeconfig, log) as process:
+    with running_operator(operator_kubeconfig, log, env=operator_env) as process:
         yield process
     errors = [line for line in log.read_text().splitlines() if "Traceback" in line]
     assert not errors, f"the operator logged tracebacks; see {log}"

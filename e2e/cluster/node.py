@@ -411,11 +411,15 @@ def _kubernetes_endpoints(cluster: LocalCluster, state: local_mod.ClusterState) 
             raise ClusterError(f"endpoints of the kubernetes Service: {r.status_code} {r.text}")
 
 
-def _import_images(cluster: LocalCluster, bin_dir: Path) -> list[str]:
-    name, busybox = images.busybox_image()
-    for archive in (images.pause_image(), busybox):
+def import_archives(
+    cluster: LocalCluster, archives: list[Path], bin_dir: Path | None = None
+) -> None:
+    """Import image archives (OCI layouts or docker-archives, named inside) into the
+    node's containerd, where the kubelet finds them by name."""
+    ctr = (bin_dir or ensure_binaries()) / "ctr"
+    for archive in archives:
         _run(
-            str(bin_dir / "ctr"),
+            str(ctr),
             f"--address={_socket(cluster)}",
             "--namespace=k8s.io",
             "images",
@@ -423,6 +427,11 @@ def _import_images(cluster: LocalCluster, bin_dir: Path) -> list[str]:
             "--platform=linux/amd64",
             str(archive),
         )
+
+
+def _import_images(cluster: LocalCluster, bin_dir: Path) -> list[str]:
+    name, busybox = images.busybox_image()
+    import_archives(cluster, [images.pause_image(), busybox], bin_dir)
     return [images.PAUSE_IMAGE, name]
 
 

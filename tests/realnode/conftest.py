@@ -1,0 +1,136 @@
+"""Fixtures of the real-node tier: the images Shoal's pods run, on real-0."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e.cluster import image_builds
+from e2e.cluster import node as node_mod
+from e2e.linear_model import linear_model
+from kubernetes import client
+from kubernetes.utils import create_from_dict
+
+from tests.conftest import RealNode
+
+MODELS = Path(__file__).resolve().parents[2] / "e2e" / "models"
+
+
+@pytest.fixture(scope="session")
+def shoal_images(real_node: RealNode) -> dict[str, str]:
+    """The images Shoal's pods name (the operator's from its Dockerfile, stand-ins for
+    Triton, HAProxy and rclone), built here or found cached, in real-0's containerd
+    under the names Shoal renders. Maps each role to its image."""
+    archives = image_builds.ensure_all()
+    node_mod.import_archives(real_node.cluster, list(archives.values()))
+    return {
+        "operator": image_builds.OPERATOR,
+        "triton": image_builds.TRITON,
+        "haproxy": image_builds.HAPROXY,
+        "fetch": image_builds.RCLONE,
+    }
+
+
+@pytest.fixture(scope="session")
+def operator_env(real_node: RealNode) -> dict[str, str]:
+    """The tier's operator places the pools' gateways on real-0, where they run for
+    real (an admin's chart values gateway.nodeSelector and gateway.tolerations)."""
+    placement = real_node.placement()
+    return {
+        "SHOAL_GATEWAY_NODE_SELECTOR": json.dumps(placement["nodeSelector"]),
+        "SHOAL_GATEWAY_TOLERATIONS": json.dumps(placement["tolerations"]),
+    }
+
+
+def real_node_pool(name: str, namespaces: list[str], node: RealNode) -> dict[str, Any]:
+    """A Shared pool whose model pods run on real-0 (its label and taint); its gateway
+    off (a test turns it on)."""
+    return {
+        "apiVersion": "shoal.dev/v1alpha1",
+        "kind": "TenantPool",
+        "metadata": {"name": name},
+        "spec": {
+            "isolation": "Shared",
+            "tenants": {"namespaces": namespaces},
+            "placement": {
+                "nodeSelector": {node.label: "true"},
+                "tolerations": [
+                    {
+                        "key": node.label,
+                        "operator": "Equal",
+                        "value": "true",
+                        "effect": "NoSchedule",
+                    }
+                ],
+            },
+            "quota": {"gpus": 1},
+            "gateway": {"enabled": False},
+        },
+    }
+
+
+@pytest.fixture
+def model_claim(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, tmp_path: Path
+) -> Iterator[tuple[str, Path]]:
+    """A claim bound to a hostPath volume on real-0 holding a model repository's
+    ``linear/1/model.py`` (and a stale config.pbtxt the rendered one must beat)."""
+    source = tmp_path / "claim"
+    version = source / "linear" / "1"
+    version.mkdir(parents=True)
+    shutil.copy(MODELS / "linear_cost.py", version / "model.py")
+    (version.parent / "config.pbtxt").write_text('name: "linear"\nbackend: "nonexistent"\n')
+    for path in (tmp_path, source, *source.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    name = "model-store"
+    volume = f"{namespace}-{uuid.uuid4().hex[:6]}"
+    create_from_dict(
+        api,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadOnlyMany"],
+                "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "",
+                "hostPath": {"path": str(source), "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": name},
+            },
+        },
+    )
+    create_from_dict(
+        api,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name},
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        namespace=namespace,
+    )
+    try:
+        yield name, source
+    finally:
+        core.delete_persistent_volume(volume)
+
+
+def model_doc(pool: str, storage: str) -> dict[str, Any]:
+    body = linear_model(1, 0.1, pool=pool, scaling={"minReplicas": 1, "maxReplicas": 2})
+    del body["metadata"]["namespace"]
+    body["spec"]["model"]["storageUri"] = storage
+    # The stand-in image carries the real server: a few seconds to start on 2 cores.
+    # A quarter of one of real-0's two cores leaves room for the gateway's pods.
+    body["spec"]["runtime"].update(startupTimeout="120s", cpu="250m", memory="1Gi")
+    return body

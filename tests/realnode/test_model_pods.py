@@ -1,0 +1,112 @@
+"""A model as the operator renders it, run for real on real-0: the fetch init container
+(rclone) copies the model's files from its claim, tritonserver (the wheel's real server
+in a stand-in of NVIDIA's image) loads them beside the rendered config under a
+read-only root, the kubelet's probes make the replica Ready, and a request through the
+model's Service is answered. No GPU here: the model asks for none and Triton runs on
+the CPU. What stands in: the images (built here, e2e/cluster/image_builds.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import httpx
+from e2e.linear_model import BODY
+from e2e.operator import OperatorProcess
+from kubernetes import client
+
+from shoal.render.names import FETCH_CONTAINER, SERVING_CONTAINER
+from tests.conftest import RealNode
+from tests.realnode.conftest import model_doc, real_node_pool
+from tests.support.shoal_objects import Shoal, condition, wait_ready, wait_reason
+from tests.support.wait import wait_for
+
+INFER = "/v2/models/linear/infer"
+
+
+def _pods(core: client.CoreV1Api, namespace: str, model: str) -> list[client.V1Pod]:
+    selector = f"app.kubernetes.io/instance={model}"
+    return list(core.list_namespaced_pod(namespace, label_selector=selector).items)
+
+
+def test_a_model_is_served_by_its_rendered_pod_on_the_real_node(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    real_node: RealNode,
+    shoal_images: dict[str, str],
+    model_claim: tuple[str, Path],
+) -> None:
+    shoal = Shoal(api)
+    claim, _ = model_claim
+    pool = f"real-{uuid.uuid4().hex[:6]}"
+    shoal.create(real_node_pool(pool, [namespace], real_node))
+    try:
+        shoal.create(model_doc(pool, f"pvc://{claim}/linear"), namespace)
+        model = wait_ready(shoal, namespace, "linear", timeout=240)
+        assert condition(model, "Ready")["status"] == "True"
+
+        [pod] = _pods(core, namespace, "linear")
+        assert pod.spec.node_name == real_node.name
+        [fetch] = pod.status.init_container_statuses or []
+        assert fetch.name == FETCH_CONTAINER
+        assert fetch.image == shoal_images["fetch"]
+        assert fetch.state.terminated.exit_code == 0
+        [triton] = pod.status.container_statuses or []
+        assert triton.name == SERVING_CONTAINER
+        assert triton.ready
+        assert triton.restart_count == 0
+
+        # Through the model's Service, as the gateway reaches it (kube-proxy, nftables).
+        service = core.read_namespaced_service("linear", namespace)
+        url = f"http://{service.spec.cluster_ip}:8000"
+        served = httpx.get(f"{url}/v2/models/linear/config", timeout=10).json()
+        assert served["backend"] == "python", "the rendered config.pbtxt won over the stale one"
+        assert served["dynamic_batching"]["max_queue_delay_microseconds"] == 2000
+        reply = httpx.post(url + INFER, json=BODY, timeout=10)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["outputs"][0]["data"] == [0, 1, 2, 3]
+        metrics = httpx.get(f"http://{service.spec.cluster_ip}:8002/metrics", timeout=10).text
+        assert 'nv_inference_request_success{model="linear",version="1"} 1' in metrics
+    finally:
+        shoal.delete("InferenceModel", "linear", namespace)
+        wait_for(
+            "the model's pods gone",
+            lambda: _pods(core, namespace, "linear"),
+            lambda pods: not pods,
+            timeout=90,
+        )
+        shoal.delete("TenantPool", pool)
+
+
+def test_a_model_whose_files_are_missing_says_so_in_its_status(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    real_node: RealNode,
+    shoal_images: dict[str, str],
+    model_claim: tuple[str, Path],
+) -> None:
+    """The fetch container's real error reaches the model's status: FailedToFetch with
+    rclone's own words, not a pod stuck in Init."""
+    shoal = Shoal(api)
+    claim, _ = model_claim
+    pool = f"real-{uuid.uuid4().hex[:6]}"
+    shoal.create(real_node_pool(pool, [namespace], real_node))
+    try:
+        shoal.create(model_doc(pool, f"pvc://{claim}/no-such-model"), namespace)
+        model = wait_reason(shoal, namespace, "linear", "FailedToFetch", timeout=120)
+        message = condition(model, "Ready")["message"]
+        assert "directory not found" in message, message
+    finally:
+        shoal.delete("InferenceModel", "linear", namespace)
+        wait_for(
+            "the model's pods gone",
+            lambda: _pods(core, namespace, "linear"),
+            lambda pods: not pods,
+            timeout=90,
+        )
+        shoal.delete("TenantPool", pool)
