@@ -1,0 +1,173 @@
+"""A pool's gateway as the operator renders it, run for real on real-0: the agent's init
+container writes HAProxy's first configuration from the ConfigMap, haproxy (Debian's
+2.6.12 in a stand-in of the official image) serves with its master socket, the agent
+sidecar (the operator's own image, built from the Dockerfile) watches the ConfigMap. A
+tenant's pod calls its model through the gateway's Service with the token its
+projected volume holds, and the model's replica, itself a real pod, answers.
+What stands in: the images (built here, e2e/cluster/image_builds.py).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from e2e.linear_model import BODY
+from e2e.operator import OperatorProcess
+from kubernetes import client
+from kubernetes.utils import create_from_dict
+
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
+from tests.conftest import RealNode
+from tests.realnode.conftest import model_doc, real_node_pool
+from tests.support.shoal_objects import Shoal, condition, wait_ready
+from tests.support.wait import wait_for
+
+TOKEN_DIR = "/var/run/secrets/shoal"
+# The tenant's client: python and httpx from the operator's image. It tries until a
+# request with its token is answered (the gateway learns the replica within seconds),
+# then sends one without a token, and prints both answers as JSON.
+CLIENT = """
+import json, os, sys, time, httpx
+url = os.environ["GATEWAY"] + "/v2/models/linear/infer"
+body = json.loads(os.environ["BODY"])
+token = open(os.environ["TOKEN"]).read().strip()
+deadline = time.monotonic() + 90
+while True:
+    try:
+        mine = httpx.post(url, json=body, headers={"Authorization": "Bearer " + token}, timeout=5)
+        if mine.status_code == 200 or time.monotonic() > deadline:
+            break
+    except httpx.HTTPError as exc:
+        print("waiting:", exc, file=sys.stderr)
+        if time.monotonic() > deadline:
+            raise
+    time.sleep(1)
+none = httpx.post(url, json=body, timeout=5)
+answer = mine.json() if mine.status_code == 200 else mine.text
+print(json.dumps({"token": [mine.status_code, answer], "none": [none.status_code, none.text]}))
+"""
+
+
+def client_pod(node: RealNode, image: str, gateway: str, pool: str) -> dict[str, Any]:
+    """A tenant's pod on real-0 with a projected token for the pool's gateway audience,
+    under the restricted profile."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "tenant-client"},
+        "spec": {
+            **node.placement(),
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65532,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "client",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["python", "-c", CLIENT],
+                    "env": [
+                        {"name": "GATEWAY", "value": gateway},
+                        {"name": "BODY", "value": json.dumps(BODY)},
+                        {"name": "TOKEN", "value": f"{TOKEN_DIR}/token"},
+                    ],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                    "volumeMounts": [{"name": "token", "mountPath": TOKEN_DIR, "readOnly": True}],
+                }
+            ],
+            "volumes": [
+                {
+                    "name": "token",
+                    "projected": {
+                        "sources": [
+                            {
+                                "serviceAccountToken": {
+                                    "audience": audience(pool),
+                                    "expirationSeconds": 600,
+                                    "path": "token",
+                                }
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    real_node: RealNode,
+    shoal_images: dict[str, str],
+    model_claim: tuple[str, Path],
+) -> None:
+    shoal = Shoal(api)
+    claim, _ = model_claim
+    pool = f"real-{uuid.uuid4().hex[:6]}"
+    doc = real_node_pool(pool, [namespace], real_node)
+    doc["spec"]["gateway"] = {"enabled": True, "replicas": 1}
+    shoal.create(doc)
+    try:
+        shoal.create(model_doc(pool, f"pvc://{claim}/linear"), namespace)
+        wait_ready(shoal, namespace, "linear", timeout=240)
+        status = wait_for(
+            "the pool's gateway pod Ready",
+            lambda: shoal.get("TenantPool", pool).get("status") or {},
+            lambda s: (s.get("gateway") or {}).get("readyReplicas") == 1,
+            timeout=180,
+        )
+        assert condition({"status": status}, "GatewayReady")["status"] == "True"
+        selector = f"app.kubernetes.io/instance={gateway_name(pool)}"
+        [pod] = core.list_namespaced_pod(DEFAULT_GATEWAY_NAMESPACE, label_selector=selector).items
+        assert pod.spec.node_name == real_node.name
+        images = sorted(str(c.image) for c in pod.spec.containers)
+        assert images == sorted([shoal_images["haproxy"], shoal_images["operator"]])
+        assert all(c.ready for c in pod.status.container_statuses)
+        assert all(c.restart_count == 0 for c in pod.status.container_statuses)
+
+        service = core.read_namespaced_service(gateway_name(pool), DEFAULT_GATEWAY_NAMESPACE)
+        url = f"http://{service.spec.cluster_ip}:8000"
+        create_from_dict(
+            api, client_pod(real_node, shoal_images["operator"], url, pool), namespace=namespace
+        )
+        done = wait_for(
+            "the tenant's client pod to finish",
+            lambda: core.read_namespaced_pod("tenant-client", namespace),
+            lambda p: str(p.status.phase) in ("Succeeded", "Failed"),
+            timeout=150,
+        )
+        log = core.read_namespaced_pod_log("tenant-client", namespace)
+        assert done.status.phase == "Succeeded", log
+        answers = json.loads(log.strip().splitlines()[-1])
+        status_code, reply = answers["token"]
+        assert status_code == 200, reply
+        assert reply["outputs"][0]["data"] == [0, 1, 2, 3]
+        assert answers["none"][0] == 401, answers["none"]
+    finally:
+        shoal.delete("InferenceModel", "linear", namespace)
+        shoal.delete("TenantPool", pool)
+        wait_for(
+            "the pool's gateway pods gone",
+            lambda: (
+                core.list_namespaced_pod(
+                    DEFAULT_GATEWAY_NAMESPACE,
+                    label_selector=f"app.kubernetes.io/instance={gateway_name(pool)}",
+                ).items
+            ),
+            lambda pods: not pods,
+            timeout=90,
+        )
