@@ -14,7 +14,7 @@ RUN /opt/shoal/bin/pip install -c constraints.txt . \
 # environment into the final stage (and into an image's layers) can move those times,
 # and an unreadable .pyc makes every start recompile the kubernetes client, over
 # 100 MB (the gateway agent's container was OOMKilled at its 128Mi limit for it).
- && /opt/shoal/bin/python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/shoal/lib
+ && /opt/shoal/bin/python -m compileall -q -f -j 0 --invalidation-mode unchecked-hash /opt/shoal/lib
 
 FROM python:3.11-slim-bookworm
 LABEL org.opencontainers.image.title="shoal-operator" \

@@ -43,6 +43,7 @@ def _cmd_gateway_agent(args: argparse.Namespace) -> int:
         RuntimePaths(args.runtime_dir),
         args.local_peer,
         once=args.once,
+        health_port=args.health_port,
     )
 
 
@@ -227,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime-dir", required=True, help="where HAProxy's sockets are")
     p.add_argument("--local-peer", required=True, help="this replica's peer name (its pod)")
     p.add_argument("--once", action="store_true", help="write the files and exit")
+    p.add_argument(
+        "--health-port", type=int, default=0, help="serve /healthz for a liveness probe; 0: off"
+    )
     p.set_defaults(func=_cmd_gateway_agent)
 
     from shoal.doctor.findings import CHECKS

@@ -3,22 +3,26 @@ container writes HAProxy's first configuration from the ConfigMap, haproxy (Debi
 2.6.12 in a stand-in of the official image) serves with its master socket, the agent
 sidecar (the operator's own image, built from the Dockerfile) watches the ConfigMap. A
 tenant's pod calls its model through the gateway's Service with the token its
-projected volume holds, and the model's replica, itself a real pod, answers.
+projected volume holds, and the model's replica, itself a real pod, answers. The agent
+killed, the kubelet restarts it and the next change of the pool still reaches HAProxy.
 What stands in: the images (built here, e2e/cluster/image_builds.py).
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
 
+from e2e.cluster import node as node_mod
 from e2e.linear_model import BODY
 from e2e.operator import OperatorProcess
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
+from shoal.gateway.agent import digest
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
 from tests.conftest import RealNode
 from tests.realnode.conftest import model_doc, real_node_pool
@@ -106,6 +110,24 @@ def client_pod(node: RealNode, image: str, gateway: str, pool: str) -> dict[str,
     }
 
 
+def _container(pod: client.V1Pod, name: str) -> client.V1ContainerStatus:
+    return next(c for c in pod.status.container_statuses or [] if c.name == name)
+
+
+def _kill_container(node: RealNode, pod: client.V1Pod, name: str) -> None:
+    """SIGKILL a container's process through the node's containerd, as the kernel's OOM
+    killer or a crash would end it."""
+    container_id = str(_container(pod, name).container_id).removeprefix("containerd://")
+    ctr = node_mod.ensure_binaries() / "ctr"
+    socket = node_mod.root(node.cluster) / "containerd" / "containerd.sock"
+    kill = ["tasks", "kill", "--signal=SIGKILL", container_id]
+    subprocess.run(
+        [str(ctr), f"--address={socket}", "--namespace=k8s.io", *kill],
+        check=True,
+        capture_output=True,
+    )
+
+
 def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
     api: client.ApiClient,
     core: client.CoreV1Api,
@@ -139,6 +161,9 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
         assert all(c.ready for c in pod.status.container_statuses)
         assert all(c.restart_count == 0 for c in pod.status.container_statuses)
 
+        version = core.read_namespaced_config_map(
+            gateway_name(pool), DEFAULT_GATEWAY_NAMESPACE
+        ).metadata.resource_version
         service = core.read_namespaced_service(gateway_name(pool), DEFAULT_GATEWAY_NAMESPACE)
         url = f"http://{service.spec.cluster_ip}:8000"
         create_from_dict(
@@ -157,6 +182,32 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
         assert status_code == 200, reply
         assert reply["outputs"][0]["data"] == [0, 1, 2, 3]
         assert answers["none"][0] == 401, answers["none"]
+
+        # The agent killed: the kubelet restarts it, and the next change still lands.
+        _kill_container(real_node, pod, "agent")
+        restarted = wait_for(
+            "the kubelet to restart the agent",
+            lambda: core.read_namespaced_pod(str(pod.metadata.name), DEFAULT_GATEWAY_NAMESPACE),
+            lambda p: _container(p, "agent").restart_count == 1 and _container(p, "agent").ready,
+            timeout=90,
+        )
+        assert _container(restarted, "haproxy").restart_count == 0
+        shoal.patch("TenantPool", pool, {"spec": {"gateway": {"limits": {"concurrency": 7}}}})
+        config_map = wait_for(
+            "the limit in the gateway's ConfigMap",
+            lambda: core.read_namespaced_config_map(gateway_name(pool), DEFAULT_GATEWAY_NAMESPACE),
+            lambda cm: "7" in str(cm.data) and cm.metadata.resource_version != version,
+            timeout=60,
+        )
+        applied = f"gateway configuration {digest(config_map.data or {})[:12]} applied"
+        wait_for(
+            "the restarted agent to apply it",
+            lambda: core.read_namespaced_pod_log(
+                str(pod.metadata.name), DEFAULT_GATEWAY_NAMESPACE, container="agent"
+            ),
+            lambda log: applied in log,
+            timeout=60,
+        )
     finally:
         shoal.delete("InferenceModel", "linear", namespace)
         shoal.delete("TenantPool", pool)

@@ -8,12 +8,20 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from shoal.api.tenantpool import TenantPool
-from shoal.gateway.agent import Agent
+from shoal.gateway.agent import (
+    STALE_SECONDS,
+    WATCH_READ_SECONDS,
+    WATCH_SECONDS,
+    Agent,
+    Heartbeat,
+    serve_health,
+)
 from shoal.gateway.haproxy_runner import InvalidConfigError
 from shoal.render.gateway import GatewaySite, audience, gateway_objects
 from shoal.render.gateway_config import Limits
@@ -182,3 +190,37 @@ def test_the_agent_applies_each_version_once_and_keeps_a_refused_one_out(tmp_pat
     assert agent.apply({"haproxy.cfg": "two"})
     assert [c["config"] for c in calls] == ["one", "bad", "two"]
     assert calls[-1]["reload"] is True
+
+
+def test_the_agent_sidecar_is_alive_while_its_loop_goes_round() -> None:
+    """Its liveness probe answers 200 while the watch loop beats, 500 once the loop has
+    been still longer than one whole silent watch (then the kubelet restarts it)."""
+    now = [0.0]
+    heartbeat = Heartbeat(clock=lambda: now[0])
+    server = serve_health(heartbeat, 0)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        now[0] = STALE_SECONDS - 1
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        now[0] = STALE_SECONDS + 1
+        assert httpx.get(f"{url}/healthz").status_code == 500
+        heartbeat.beat()
+        assert httpx.get(f"{url}/healthz").status_code == 200
+        assert httpx.get(f"{url}/other").status_code == 404
+    finally:
+        server.shutdown()
+    # Every call in the loop gives up before the probe would call it stuck.
+    assert WATCH_SECONDS < WATCH_READ_SECONDS < STALE_SECONDS
+
+
+def test_the_agent_sidecar_has_a_liveness_probe_and_its_init_container_none() -> None:
+    objs = by_kind(gateway_objects(pool(), GatewaySite(), "", (), ["a"]))
+    pod = objs["Deployment"]["spec"]["template"]["spec"]
+    [init] = pod["initContainers"]
+    agent = next(c for c in pod["containers"] if c["name"] == "agent")
+    probe = agent["livenessProbe"]["httpGet"]
+    port = next(p for p in agent["ports"] if p["name"] == probe["port"])
+    assert f"--health-port={port['containerPort']}" in agent["args"]
+    assert "livenessProbe" not in init
+    assert not any(a.startswith("--health-port") for a in init["args"])

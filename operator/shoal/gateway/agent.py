@@ -8,13 +8,21 @@ each version with shoal.gateway.haproxy_runner: written into the directory HAPro
 reads, checked by HAProxy itself, and HAProxy's master told to reload (new workers take
 new connections on the new configuration while the old ones finish their requests).
 ``--once`` (the init container) writes the files and exits, so HAProxy starts on them.
+
+The sidecar's liveness: its loop beats a :class:`Heartbeat` at every turn (a read, an
+event, a watch that ended on its timeout, a retry), and ``--health-port`` answers
+``/healthz`` with 200 while the last beat is recent. Every call of the loop is bounded
+in time, so a loop that stops beating is stuck, and the kubelet restarts the agent
+(HAProxy, a container of its own, serves on meanwhile).
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.server
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,6 +33,43 @@ from shoal.render.gateway_files import CONFIG_FILE, RuntimePaths
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 2.0
+# The API server ends each watch after this; the client gives up on a silent one later.
+WATCH_SECONDS = 60
+WATCH_READ_SECONDS = WATCH_SECONDS + 30
+# A loop that has not beaten for this long is stuck: one whole silent watch and more.
+STALE_SECONDS = WATCH_READ_SECONDS + 30
+
+
+class Heartbeat:
+    """When the agent's loop last went round, on a monotonic clock."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last = clock()
+
+    def beat(self) -> None:
+        self._last = self._clock()
+
+    def alive(self) -> bool:
+        return self._clock() - self._last < STALE_SECONDS
+
+
+def serve_health(heartbeat: Heartbeat, port: int) -> http.server.ThreadingHTTPServer:
+    """``/healthz`` on ``port`` (all addresses, for the kubelet's probe), in a thread."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok = self.path == "/healthz" and heartbeat.alive()
+            self.send_response(200 if ok else (500 if self.path == "/healthz" else 404))
+            self.end_headers()
+            self.wfile.write(b"ok\n" if ok else b"stuck\n")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Probes every few seconds are not news."""
+
+    server = http.server.ThreadingHTTPServer(("", port), Health)
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    return server
 
 
 def digest(data: Mapping[str, str]) -> str:
@@ -93,6 +138,7 @@ def run(
     local_peer: str,
     *,
     once: bool,
+    health_port: int = 0,
 ) -> int:
     """Watch ConfigMap ``namespace/name`` and apply each version (the agent's main)."""
     from kubernetes import client, watch
@@ -101,9 +147,13 @@ def run(
 
     core = client.CoreV1Api(load_api_client())
     agent = Agent(directory, runtime, local_peer)
+    heartbeat = Heartbeat()
+    if health_port:
+        serve_health(heartbeat, health_port)
     while True:
+        heartbeat.beat()
         try:
-            current = core.read_namespaced_config_map(name, namespace)
+            current = core.read_namespaced_config_map(name, namespace, _request_timeout=10)
             agent.apply(_config_map_data(current), reload_haproxy=not once)
             if once:
                 return 0
@@ -113,9 +163,11 @@ def run(
                 namespace,
                 field_selector=f"metadata.name={name}",
                 resource_version=version,
-                timeout_seconds=300,
+                timeout_seconds=WATCH_SECONDS,
+                _request_timeout=(10, WATCH_READ_SECONDS),
             )
             for event in stream:
+                heartbeat.beat()
                 if event["type"] in ("ADDED", "MODIFIED"):
                     agent.apply(_config_map_data(event["object"]))
         except Exception as exc:  # the API or HAProxy away for a moment: try again

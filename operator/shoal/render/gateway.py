@@ -30,6 +30,8 @@ DEFAULT_GATEWAY_IMAGE = "docker.io/library/haproxy:2.6.12"
 GATEWAY_SERVICE_ACCOUNT = "shoal-gateway"
 # The official HAProxy image runs as its haproxy user.
 HAPROXY_UID = 99
+# Where the agent sidecar answers its liveness probe.
+AGENT_HEALTH_PORT = 8406
 # The gateway answers this itself, without a token: whether it is up (probes).
 HEALTH_PATH = "/v2/health/ready"
 _POD_NAME = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
@@ -117,11 +119,21 @@ def _agent(pool: TenantPool, site: GatewaySite, *, once: bool) -> dict[str, Any]
         f"--runtime-dir={RUNTIME_DIR}",
         "--local-peer=$(POD_NAME)",
     ]
+    # The sidecar's liveness: its watch loop still going round (shoal.gateway.agent).
+    watching = {
+        "args": [*args, f"--health-port={AGENT_HEALTH_PORT}"],
+        "ports": [{"name": "agent-health", "containerPort": AGENT_HEALTH_PORT, "protocol": "TCP"}],
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "agent-health"},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+    }
     return {
         "name": "write-config" if once else "agent",
         "image": site.agent_image,
         "imagePullPolicy": "IfNotPresent",
-        "args": [*args, "--once"] if once else args,
+        **({"args": [*args, "--once"]} if once else watching),
         "env": [_POD_NAME],
         "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}},
         "securityContext": container_security_context(),
