@@ -6,6 +6,7 @@ import json
 import shutil
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,10 @@ from e2e.linear_model import linear_model
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_name
 from tests.conftest import RealNode
+from tests.support.shoal_objects import Shoal
+from tests.support.wait import wait_for
 
 MODELS = Path(__file__).resolve().parents[2] / "e2e" / "models"
 
@@ -134,3 +138,49 @@ def model_doc(pool: str, storage: str) -> dict[str, Any]:
     # A quarter of one of real-0's two cores leaves room for the gateway's pods.
     body["spec"]["runtime"].update(startupTimeout="120s", cpu="250m", memory="1Gi")
     return body
+
+
+def model_pods(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:
+    selector = "app.kubernetes.io/instance=linear"
+    return list(core.list_namespaced_pod(namespace, label_selector=selector).items)
+
+
+def gateway_pods(core: client.CoreV1Api, pool: str) -> list[client.V1Pod]:
+    selector = f"app.kubernetes.io/instance={gateway_name(pool)}"
+    return list(core.list_namespaced_pod(DEFAULT_GATEWAY_NAMESPACE, label_selector=selector).items)
+
+
+@contextmanager
+def model_on_real_node(
+    api: client.ApiClient,
+    namespace: str,
+    node: RealNode,
+    storage: str,
+    *,
+    gateway: bool = False,
+) -> Iterator[str]:
+    """A pool on real-0 (with one gateway replica when asked) and the linear model from
+    ``storage`` in ``namespace``; yields the pool's name. On the way out both are
+    deleted and their pods awaited gone, so the next test finds the node clean."""
+    shoal = Shoal(api)
+    core = client.CoreV1Api(api)
+    pool = f"real-{uuid.uuid4().hex[:6]}"
+    doc = real_node_pool(pool, [namespace], node)
+    if gateway:
+        doc["spec"]["gateway"] = {"enabled": True, "replicas": 1}
+    shoal.create(doc)
+    try:
+        shoal.create(model_doc(pool, storage), namespace)
+        yield pool
+    finally:
+        shoal.delete("InferenceModel", "linear", namespace)
+        wait_for(
+            "the model's pods gone",
+            lambda: model_pods(core, namespace),
+            lambda p: not p,
+            timeout=90,
+        )
+        shoal.delete("TenantPool", pool)
+        wait_for(
+            "the gateway's pods gone", lambda: gateway_pods(core, pool), lambda p: not p, timeout=90
+        )

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from kubernetes.utils import create_from_dict
 from shoal.gateway.agent import digest
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
 from tests.conftest import RealNode
-from tests.realnode.conftest import model_doc, real_node_pool
+from tests.realnode.conftest import gateway_pods, model_on_real_node
 from tests.support.shoal_objects import Shoal, condition, wait_ready
 from tests.support.wait import wait_for
 
@@ -139,12 +138,9 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
 ) -> None:
     shoal = Shoal(api)
     claim, _ = model_claim
-    pool = f"real-{uuid.uuid4().hex[:6]}"
-    doc = real_node_pool(pool, [namespace], real_node)
-    doc["spec"]["gateway"] = {"enabled": True, "replicas": 1}
-    shoal.create(doc)
-    try:
-        shoal.create(model_doc(pool, f"pvc://{claim}/linear"), namespace)
+    with model_on_real_node(
+        api, namespace, real_node, f"pvc://{claim}/linear", gateway=True
+    ) as pool:
         wait_ready(shoal, namespace, "linear", timeout=240)
         status = wait_for(
             "the pool's gateway pod Ready",
@@ -153,8 +149,7 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
             timeout=180,
         )
         assert condition({"status": status}, "GatewayReady")["status"] == "True"
-        selector = f"app.kubernetes.io/instance={gateway_name(pool)}"
-        [pod] = core.list_namespaced_pod(DEFAULT_GATEWAY_NAMESPACE, label_selector=selector).items
+        [pod] = gateway_pods(core, pool)
         assert pod.spec.node_name == real_node.name
         images = sorted(str(c.image) for c in pod.spec.containers)
         assert images == sorted([shoal_images["haproxy"], shoal_images["operator"]])
@@ -204,19 +199,5 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
                 str(pod.metadata.name), DEFAULT_GATEWAY_NAMESPACE, container="agent"
             ),
             lambda log: applied in log,
-            timeout=90,
-        )
-    finally:
-        shoal.delete("InferenceModel", "linear", namespace)
-        shoal.delete("TenantPool", pool)
-        wait_for(
-            "the pool's gateway pods gone",
-            lambda: (
-                core.list_namespaced_pod(
-                    DEFAULT_GATEWAY_NAMESPACE,
-                    label_selector=f"app.kubernetes.io/instance={gateway_name(pool)}",
-                ).items
-            ),
-            lambda pods: not pods,
             timeout=90,
         )

@@ -8,7 +8,6 @@ the CPU. What stands in: the images (built here, e2e/cluster/image_builds.py).
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import httpx
@@ -18,16 +17,10 @@ from kubernetes import client
 
 from shoal.render.names import FETCH_CONTAINER, SERVING_CONTAINER
 from tests.conftest import RealNode
-from tests.realnode.conftest import model_doc, real_node_pool
+from tests.realnode.conftest import model_on_real_node, model_pods
 from tests.support.shoal_objects import Shoal, condition, wait_ready, wait_reason
-from tests.support.wait import wait_for
 
 INFER = "/v2/models/linear/infer"
-
-
-def _pods(core: client.CoreV1Api, namespace: str, model: str) -> list[client.V1Pod]:
-    selector = f"app.kubernetes.io/instance={model}"
-    return list(core.list_namespaced_pod(namespace, label_selector=selector).items)
 
 
 def test_a_model_is_served_by_its_rendered_pod_on_the_real_node(
@@ -41,14 +34,11 @@ def test_a_model_is_served_by_its_rendered_pod_on_the_real_node(
 ) -> None:
     shoal = Shoal(api)
     claim, _ = model_claim
-    pool = f"real-{uuid.uuid4().hex[:6]}"
-    shoal.create(real_node_pool(pool, [namespace], real_node))
-    try:
-        shoal.create(model_doc(pool, f"pvc://{claim}/linear"), namespace)
+    with model_on_real_node(api, namespace, real_node, f"pvc://{claim}/linear"):
         model = wait_ready(shoal, namespace, "linear", timeout=240)
         assert condition(model, "Ready")["status"] == "True"
 
-        [pod] = _pods(core, namespace, "linear")
+        [pod] = model_pods(core, namespace)
         assert pod.spec.node_name == real_node.name
         [fetch] = pod.status.init_container_statuses or []
         assert fetch.name == FETCH_CONTAINER
@@ -70,15 +60,6 @@ def test_a_model_is_served_by_its_rendered_pod_on_the_real_node(
         assert reply.json()["outputs"][0]["data"] == [0, 1, 2, 3]
         metrics = httpx.get(f"http://{service.spec.cluster_ip}:8002/metrics", timeout=10).text
         assert 'nv_inference_request_success{model="linear",version="1"} 1' in metrics
-    finally:
-        shoal.delete("InferenceModel", "linear", namespace)
-        wait_for(
-            "the model's pods gone",
-            lambda: _pods(core, namespace, "linear"),
-            lambda pods: not pods,
-            timeout=90,
-        )
-        shoal.delete("TenantPool", pool)
 
 
 def test_a_model_whose_files_are_missing_says_so_in_its_status(
@@ -94,19 +75,7 @@ def test_a_model_whose_files_are_missing_says_so_in_its_status(
     rclone's own words, not a pod stuck in Init."""
     shoal = Shoal(api)
     claim, _ = model_claim
-    pool = f"real-{uuid.uuid4().hex[:6]}"
-    shoal.create(real_node_pool(pool, [namespace], real_node))
-    try:
-        shoal.create(model_doc(pool, f"pvc://{claim}/no-such-model"), namespace)
+    with model_on_real_node(api, namespace, real_node, f"pvc://{claim}/no-such-model"):
         model = wait_reason(shoal, namespace, "linear", "FailedToFetch", timeout=120)
         message = condition(model, "Ready")["message"]
         assert "directory not found" in message, message
-    finally:
-        shoal.delete("InferenceModel", "linear", namespace)
-        wait_for(
-            "the model's pods gone",
-            lambda: _pods(core, namespace, "linear"),
-            lambda pods: not pods,
-            timeout=90,
-        )
-        shoal.delete("TenantPool", pool)
