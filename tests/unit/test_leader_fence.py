@@ -191,15 +191,17 @@ def test_no_module_writes_to_the_api_server_past_the_edge() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        imports = _imports(tree)
+        for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             name = node.func.attr
             sends = name in ("call_api", "request") and relative != "kube/client.py"
             writes = name in generated and relative != "leader.py"
-            if sends or writes or _other_writer(node.func, _imports(path)):
+            if sends or writes or _other_writer(node.func, imports):
                 found.append(f"{relative}:{node.lineno} {name}")
-        found += [f"{relative}: imports {m}" for m in _imports(path) if m.startswith(OTHER_CLIENTS)]
+        found += [f"{relative}: imports {m}" for m in imports if m.startswith(OTHER_CLIENTS)]
     assert found == []
 
 
@@ -221,9 +223,9 @@ def _other_writer(func: ast.Attribute, imports: set[str]) -> bool:
     return func.attr == "server_side_apply"
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(tree: ast.Module) -> set[str]:
     modules: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
