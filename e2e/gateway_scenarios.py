@@ -183,10 +183,11 @@ def fairness(
     rounds: int = 2,
     service_ms: float = 50.0,
     instances: int = 4,
+    b_share: float = 1.0,
 ) -> dict[str, Any]:
-    """Tenant A floods at ``flood_factor`` times its rate while tenant B sends at its
-    own rate: B's latency against B alone (measured alternately, ``rounds`` times), and
-    A's admitted rate against its limit."""
+    """Tenant A floods at ``flood_factor`` times its rate while tenant B sends at
+    ``b_share`` of its own rate: B's latency against B alone (measured alternately,
+    ``rounds`` times), and A's admitted rate against its limit."""
     # Each tenant's server has room for its rate whether or not requests batch: the
     # latency measured is the model's, not a queue in front of an overloaded model.
     model = gw.Model(
@@ -214,6 +215,7 @@ def fairness(
             b_hdrs = gw.headers(gateway.token("team-b"))
             gw.closed_loop(replica.url, path, b_hdrs, 2, 0.3)  # warm-up, within B's burst
             time.sleep(1.5)
+            b_rate = limit * b_share
             b_alone: list[gw.Sample] = []
             b_loaded: list[gw.Sample] = []
             flood: list[gw.Sample] = []
@@ -222,12 +224,12 @@ def fairness(
             late = {"a": 0, "b": 0}
             for _ in range(rounds):
                 (quiet,) = gw.run_loads(
-                    [gw.Load(replica.url, path, b_hdrs, limit, alone_seconds, "b-alone")]
+                    [gw.Load(replica.url, path, b_hdrs, b_rate, alone_seconds, "b-alone")]
                 )
                 a_run, b_run = gw.run_loads(
                     [
                         gw.Load(replica.url, path, a_hdrs, limit * flood_factor, seconds, "a", 24),
-                        gw.Load(replica.url, path, b_hdrs, limit, seconds, "b-with-a"),
+                        gw.Load(replica.url, path, b_hdrs, b_rate, seconds, "b-with-a"),
                     ]
                 )
                 b_alone += _steady(quiet.samples)
@@ -254,6 +256,7 @@ def fairness(
         "one tritonserver per tenant",
         "a_burst": a_limits.burst,
         "b_burst": b_limits.burst,
+        "b_rps": b_rate,
         "flood_rps": limit * flood_factor,
         "seconds_flooded": seconds * rounds,
         "rounds": rounds,

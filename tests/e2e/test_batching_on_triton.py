@@ -98,4 +98,6 @@ def test_the_priority_lane_waits_less_under_load(tmp_path: Path) -> None:
         f"priority 2 {low * 1000:.0f} ms ({len(latencies[2])} requests)"
     )
     assert len(latencies[1]) >= 20
-    assert high < 0.6 * low
+    # Without priority levels both medians are one queue's, about equal; the margin
+    # asked for leaves room for a loaded machine (the figure is printed above).
+    assert high < 0.75 * low

@@ -2,7 +2,7 @@
 
 The gateway lets at most two batches per replica through to Triton (``maxconn``); the
 rest waits at the gateway. So with every replica busy, Triton's queue depth per pod
-stays under a target the gateway's queue is far over, and only the gateway's signal can
+reaches at most a target the gateway's queue is far over, and only the gateway's signal can
 ask for more replicas. Real parts throughout: a real haproxy per gateway pod and a real
 tritonserver per model pod (KWOK runs no containers), scraped by a real Prometheus with
 the shipped rules, served to the real HPA controller by a real prometheus-adapter with
@@ -28,8 +28,9 @@ from tests.support.shoal_objects import Shoal, batch_policy, wait_ready
 from tests.support.wait import wait_for
 
 MAX_BATCH = 4
-# Triton holds at most 2 x MAX_BATCH requests of a replica, one at least executing: its
-# pending count per pod stays below this target however long the gateway's queue is.
+# Triton holds at most 2 x MAX_BATCH requests of a replica: its pending count per pod
+# reaches this target at most (both batches waiting), however long the gateway's queue
+# is, and at the target the HPA asks for no more replicas (ceil(1 x 8 / 8) = 1).
 TARGET_QUEUE = 2 * MAX_BATCH
 CLIENTS = 48
 
@@ -98,7 +99,7 @@ def test_the_gateways_queue_scales_a_model_tritons_queue_cannot(
             # What it scaled on: the gateway's queue per replica, far over the target,
             # while Triton's own stayed under it.
             assert seen[GATEWAY_QUEUE_METRIC] > TARGET_QUEUE, seen
-            assert seen[QUEUE_METRIC] < TARGET_QUEUE, seen
+            assert seen[QUEUE_METRIC] <= TARGET_QUEUE, seen
             # The per-model figures come from the gateway's own series, named back to
             # the model: everything the clients sent went through it.
             rate = f'{{namespace="{namespace}",inferencemodel="linear",pool="{pool}"}}'

@@ -29,10 +29,11 @@ def test_limits_change_under_load_without_a_failed_request(tmp_path: Path) -> No
         assert reload["team_a_slots"] == reload["team_a_slots_wanted"]
     # B sent 20 a second under a limit of 50 for 10 s, then the limit became 10: its count
     # of the last 10 s survived the reload, so it is refused until that count falls below
-    # 100 (not for 5 s at least), and then held to the new rate.
+    # 100 (not for 5 s at least), and then held to the new rate (under the old one it
+    # would be served all 20 a second).
     assert set(f["b_before_last_change"]) == {"200"}
     assert set(f["b_while_counted"]) == {"429"}, f["b_while_counted"]
-    assert f["b_admitted_rps_after"] <= 10 * 1.1, f["b_admitted_rps_after"]
+    assert f["b_admitted_rps_after"] <= 10 * 1.25, f["b_admitted_rps_after"]
 
 
 def test_a_refused_or_unchanged_configuration_changes_nothing(tmp_path: Path) -> None:
