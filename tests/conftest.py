@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,3 +205,19 @@ def real_node(kube_target: Target) -> Iterator[RealNode]:
     yield RealNode(node_mod.NAME, node_mod.LABEL, image, cluster)
     if not was_ready and not os.environ.get("SHOAL_KEEP_CLUSTER"):
         node_mod.stop(cluster)
+
+
+@pytest.fixture(scope="session")
+def helm(kube_target: Target) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Helm (built from its Go module) against the session's cluster."""
+    binary = str(local.ensure_binaries() / "helm")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [binary, f"--kubeconfig={kube_target.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+
+    return run

@@ -145,5 +145,8 @@ def run(config: Settings) -> None:
         # Watching some namespaces: the gateways' too (their replicas are peers).
         namespaces=[*config.namespaces, config.gateway_namespace] if config.namespaces else [],
         liveness_endpoint=config.liveness_endpoint,
+        # kopf would otherwise name itself after the user (getpass), which fails for a
+        # UID without a passwd entry: the image's 65532, or OpenShift's assigned UIDs.
+        identity=election.who(),
         memo=kopf.Memo(operator=op),
     )

@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e.cluster.local import ensure_binaries
-from e2e.cluster.target import Target
 from kubernetes import client
 
 from e2e import chart_readme
@@ -30,21 +28,6 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "shoal"
 ADMISSION = CHART.parent.parent / "manifests" / "admission"
 RELEASE, NAMESPACE = "shoal-it", "shoal-helm"
 GATEWAYS = "shoal-helm-gateways"
-
-
-@pytest.fixture(scope="module")
-def helm(kube_target: Target) -> Callable[..., subprocess.CompletedProcess[str]]:
-    binary = str(ensure_binaries() / "helm")
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [binary, f"--kubeconfig={kube_target.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-
-    return run
 
 
 @pytest.fixture(scope="module")

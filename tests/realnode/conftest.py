@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -184,3 +185,21 @@ def model_on_real_node(
         wait_for(
             "the gateway's pods gone", lambda: gateway_pods(core, pool), lambda p: not p, timeout=90
         )
+
+
+def container_status(pod: client.V1Pod, name: str) -> client.V1ContainerStatus:
+    return next(c for c in pod.status.container_statuses or [] if c.name == name)
+
+
+def signal_container(node: RealNode, pod: client.V1Pod, name: str, signal: str) -> None:
+    """Send ``signal`` to a container's process through the node's containerd: SIGKILL
+    as the kernel's OOM killer or a crash would end it, SIGSTOP to hang it."""
+    container_id = str(container_status(pod, name).container_id).removeprefix("containerd://")
+    ctr = node_mod.ensure_binaries() / "ctr"
+    socket = node_mod.root(node.cluster) / "containerd" / "containerd.sock"
+    kill = ["tasks", "kill", f"--signal={signal}", container_id]
+    subprocess.run(
+        [str(ctr), f"--address={socket}", "--namespace=k8s.io", *kill],
+        check=True,
+        capture_output=True,
+    )

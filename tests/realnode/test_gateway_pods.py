@@ -11,11 +11,9 @@ What stands in: the images (built here, e2e/cluster/image_builds.py).
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from e2e.cluster import node as node_mod
 from e2e.linear_model import BODY
 from e2e.operator import OperatorProcess
 from kubernetes import client
@@ -24,7 +22,12 @@ from kubernetes.utils import create_from_dict
 from shoal.gateway.agent import digest
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
 from tests.conftest import RealNode
-from tests.realnode.conftest import gateway_pods, model_on_real_node
+from tests.realnode.conftest import (
+    container_status,
+    gateway_pods,
+    model_on_real_node,
+    signal_container,
+)
 from tests.support.shoal_objects import Shoal, condition, wait_ready
 from tests.support.wait import wait_for
 
@@ -109,24 +112,6 @@ def client_pod(node: RealNode, image: str, gateway: str, pool: str) -> dict[str,
     }
 
 
-def _container(pod: client.V1Pod, name: str) -> client.V1ContainerStatus:
-    return next(c for c in pod.status.container_statuses or [] if c.name == name)
-
-
-def _kill_container(node: RealNode, pod: client.V1Pod, name: str) -> None:
-    """SIGKILL a container's process through the node's containerd, as the kernel's OOM
-    killer or a crash would end it."""
-    container_id = str(_container(pod, name).container_id).removeprefix("containerd://")
-    ctr = node_mod.ensure_binaries() / "ctr"
-    socket = node_mod.root(node.cluster) / "containerd" / "containerd.sock"
-    kill = ["tasks", "kill", "--signal=SIGKILL", container_id]
-    subprocess.run(
-        [str(ctr), f"--address={socket}", "--namespace=k8s.io", *kill],
-        check=True,
-        capture_output=True,
-    )
-
-
 def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
     api: client.ApiClient,
     core: client.CoreV1Api,
@@ -176,14 +161,17 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
         assert answers["none"][0] == 401, answers["none"]
 
         # The agent killed: the kubelet restarts it, and the next change still lands.
-        _kill_container(real_node, pod, "agent")
+        signal_container(real_node, pod, "agent", "SIGKILL")
         restarted = wait_for(
             "the kubelet to restart the agent",
             lambda: core.read_namespaced_pod(str(pod.metadata.name), DEFAULT_GATEWAY_NAMESPACE),
-            lambda p: _container(p, "agent").restart_count == 1 and _container(p, "agent").ready,
+            lambda p: (
+                container_status(p, "agent").restart_count == 1
+                and container_status(p, "agent").ready
+            ),
             timeout=90,
         )
-        assert _container(restarted, "haproxy").restart_count == 0
+        assert container_status(restarted, "haproxy").restart_count == 0
         shoal.patch("TenantPool", pool, {"spec": {"gateway": {"limits": {"concurrency": 7}}}})
         config_map = wait_for(
             "the limit in the gateway's ConfigMap",
