@@ -3,14 +3,17 @@ container writes HAProxy's first configuration from the ConfigMap, haproxy (Debi
 2.6.12 in a stand-in of the official image) serves with its master socket, the agent
 sidecar (the operator's own image, built from the Dockerfile) watches the ConfigMap. A
 tenant's pod calls its model through the gateway's Service with the token its
-projected volume holds, and the model's replica, itself a real pod, answers. The agent
-killed, the kubelet restarts it and the next change of the pool still reaches HAProxy.
+projected volume holds, and the model's replica, itself a real pod, answers. The
+tenant's cap changed twice under a steady load of 10,000 requests or more: each change
+reaches HAProxy by a reload and none of the requests fails. The agent killed, the
+kubelet restarts it and the next change of the pool still reaches HAProxy.
 What stands in: the images (built here, e2e/cluster/image_builds.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +59,56 @@ answer = mine.json() if mine.status_code == 200 else mine.text
 print(json.dumps({"token": [mine.status_code, answer], "none": [none.status_code, none.text]}))
 """
 
+# A tenant's steady load: THREADS clients, each on its own kept-alive connection, send
+# back to back until at least REQUESTS are answered and SECONDS have passed; it says
+# "sending" once the first answer is in, then prints every status (or error) counted.
+LOAD = """
+import collections, json, os, threading, time, httpx
+url = os.environ["GATEWAY"] + "/v2/models/linear/infer"
+body = json.loads(os.environ["BODY"])
+headers = {"Authorization": "Bearer " + open(os.environ["TOKEN"]).read().strip()}
+want, seconds = int(os.environ["REQUESTS"]), float(os.environ["SECONDS"])
+counts, lock = collections.Counter(), threading.Lock()
+start = time.monotonic()
+def done():
+    return sum(counts.values()) >= want and time.monotonic() - start >= seconds
+def client():
+    with httpx.Client(timeout=30) as http:
+        while not done():
+            try:
+                outcome = str(http.post(url, json=body, headers=headers).status_code)
+            except httpx.HTTPError as exc:
+                outcome = type(exc).__name__
+            with lock:
+                if not counts:
+                    print("sending", flush=True)
+                counts[outcome] += 1
+threads = [threading.Thread(target=client) for _ in range(int(os.environ["THREADS"]))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps({"seconds": round(time.monotonic() - start, 1), "outcomes": counts}))
+"""
+LOAD_REQUESTS = 10_000
 
-def client_pod(node: RealNode, image: str, gateway: str, pool: str) -> dict[str, Any]:
-    """A tenant's pod on real-0 with a projected token for the pool's gateway audience,
-    under the restricted profile."""
+
+def client_pod(
+    node: RealNode,
+    image: str,
+    gateway: str,
+    pool: str,
+    *,
+    name: str = "tenant-client",
+    script: str = CLIENT,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A tenant's pod on real-0 running ``script`` with a projected token for the pool's
+    gateway audience, under the restricted profile."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "tenant-client"},
+        "metadata": {"name": name},
         "spec": {
             **node.placement(),
             "restartPolicy": "Never",
@@ -78,11 +123,12 @@ def client_pod(node: RealNode, image: str, gateway: str, pool: str) -> dict[str,
                     "name": "client",
                     "image": image,
                     "imagePullPolicy": "Never",
-                    "command": ["python", "-c", CLIENT],
+                    "command": ["python", "-c", script],
                     "env": [
                         {"name": "GATEWAY", "value": gateway},
                         {"name": "BODY", "value": json.dumps(BODY)},
                         {"name": "TOKEN", "value": f"{TOKEN_DIR}/token"},
+                        *({"name": k, "value": v} for k, v in (env or {}).items()),
                     ],
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
@@ -160,11 +206,49 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
         assert reply["outputs"][0]["data"] == [0, 1, 2, 3]
         assert answers["none"][0] == 401, answers["none"]
 
+        # The tenant's cap changed twice while it sends steadily: each change reaches
+        # HAProxy through the ConfigMap and a reload, and not one request fails.
+        gateway_pod = str(pod.metadata.name)
+        load_env = {"REQUESTS": str(LOAD_REQUESTS), "SECONDS": "30", "THREADS": "6"}
+        load_pod = client_pod(
+            real_node,
+            shoal_images["operator"],
+            url,
+            pool,
+            name="tenant-load",
+            script=LOAD,
+            env=load_env,
+        )
+        create_from_dict(api, load_pod, namespace=namespace)
+        wait_for(
+            "the load to be answered",
+            lambda: _log(core, "tenant-load", namespace),
+            lambda log: "sending" in log,
+            timeout=90,
+        )
+        for cap in (5, 9):
+            _change_cap(shoal, core, pool, gateway_pod, cap)
+        assert core.read_namespaced_pod("tenant-load", namespace).status.phase == "Running", (
+            "the load ended before the changes were applied: they were not made under load"
+        )
+        finished = wait_for(
+            "the load to finish",
+            lambda: core.read_namespaced_pod("tenant-load", namespace),
+            lambda p: str(p.status.phase) in ("Succeeded", "Failed"),
+            timeout=240,
+        )
+        log = _log(core, "tenant-load", namespace)
+        assert finished.status.phase == "Succeeded", log
+        load = json.loads(log.strip().splitlines()[-1])
+        print(f"under two reloads: {load}")
+        assert sum(load["outcomes"].values()) >= LOAD_REQUESTS, load
+        assert load["outcomes"] == {"200": sum(load["outcomes"].values())}, load
+
         # The agent killed: the kubelet restarts it, and the next change still lands.
         signal_container(real_node, pod, "agent", "SIGKILL")
         restarted = wait_for(
             "the kubelet to restart the agent",
-            lambda: core.read_namespaced_pod(str(pod.metadata.name), DEFAULT_GATEWAY_NAMESPACE),
+            lambda: core.read_namespaced_pod(gateway_pod, DEFAULT_GATEWAY_NAMESPACE),
             lambda p: (
                 container_status(p, "agent").restart_count == 1
                 and container_status(p, "agent").ready
@@ -172,20 +256,34 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
             timeout=90,
         )
         assert container_status(restarted, "haproxy").restart_count == 0
-        shoal.patch("TenantPool", pool, {"spec": {"gateway": {"limits": {"concurrency": 7}}}})
-        config_map = wait_for(
-            "the limit in the gateway's ConfigMap",
-            lambda: core.read_namespaced_config_map(gateway_name(pool), DEFAULT_GATEWAY_NAMESPACE),
-            # The tenant's share of the cap is the gate server's maxconn (one replica).
-            lambda cm: "maxconn 7" in (cm.data or {}).get("haproxy.cfg", ""),
-            timeout=60,
-        )
-        applied = f"gateway configuration {digest(config_map.data or {})[:12]} applied"
-        wait_for(
-            "the restarted agent to apply it",
-            lambda: core.read_namespaced_pod_log(
-                str(pod.metadata.name), DEFAULT_GATEWAY_NAMESPACE, container="agent"
-            ),
-            lambda log: applied in log,
-            timeout=90,
-        )
+        _change_cap(shoal, core, pool, gateway_pod, 7)
+
+
+def _log(core: client.CoreV1Api, pod: str, namespace: str, container: str | None = None) -> str:
+    if container is None:
+        return str(core.read_namespaced_pod_log(pod, namespace))
+    return str(core.read_namespaced_pod_log(pod, namespace, container=container))
+
+
+def _change_cap(
+    shoal: Shoal, core: client.CoreV1Api, pool: str, gateway_pod: str, cap: int
+) -> None:
+    """Set the pool's concurrency cap; return once the gateway's agent says it applied
+    the configuration that carries it."""
+    shoal.patch("TenantPool", pool, {"spec": {"gateway": {"limits": {"concurrency": cap}}}})
+    config_map = wait_for(
+        f"concurrency {cap} in the gateway's ConfigMap",
+        lambda: core.read_namespaced_config_map(gateway_name(pool), DEFAULT_GATEWAY_NAMESPACE),
+        # The tenant's share of the cap is the gate server's maxconn (one replica).
+        lambda cm: (
+            re.search(rf"maxconn {cap}\b", (cm.data or {}).get("haproxy.cfg", "")) is not None
+        ),
+        timeout=60,
+    )
+    applied = f"gateway configuration {digest(config_map.data or {})[:12]} applied"
+    wait_for(
+        "the agent to apply it",
+        lambda: _log(core, gateway_pod, DEFAULT_GATEWAY_NAMESPACE, "agent"),
+        lambda log: applied in log,
+        timeout=90,
+    )
