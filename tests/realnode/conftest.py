@@ -14,16 +14,58 @@ from typing import Any
 import pytest
 from e2e.cluster import image_builds
 from e2e.cluster import node as node_mod
-from e2e.linear_model import linear_model
+from e2e.linear_model import BODY, linear_model
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
-from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_name
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
 from tests.conftest import RealNode
 from tests.support.shoal_objects import Shoal
 from tests.support.wait import wait_for
 
 MODELS = Path(__file__).resolve().parents[2] / "e2e" / "models"
+CLIENT_TOKEN_DIR = "/var/run/secrets/shoal"
+# A client's steady load, run in a pod: THREADS clients send back to back until at least
+# REQUESTS are answered and SECONDS have passed, each on one kept-alive connection (or,
+# with KEEPALIVE=0, a new connection per request, balanced afresh by kube-proxy). Every
+# second, and once more at the end, it prints the tally of statuses (or errors) so far.
+LOAD_SCRIPT = """
+import collections, json, os, threading, time, httpx
+url = os.environ["GATEWAY"] + "/v2/models/linear/infer"
+body = json.loads(os.environ["BODY"])
+headers = {"Authorization": "Bearer " + open(os.environ["TOKEN"]).read().strip()}
+want, seconds = int(os.environ["REQUESTS"]), float(os.environ["SECONDS"])
+keepalive = int(os.environ.get("KEEPALIVE", "1"))
+counts, lock = collections.Counter(), threading.Lock()
+start = time.monotonic()
+def done():
+    return sum(counts.values()) >= want and time.monotonic() - start >= seconds
+def client():
+    limits = httpx.Limits(max_keepalive_connections=None if keepalive else 0)
+    with httpx.Client(timeout=30, limits=limits) as http:
+        while not done():
+            try:
+                outcome = str(http.post(url, json=body, headers=headers).status_code)
+            except httpx.HTTPError as exc:
+                outcome = type(exc).__name__
+            with lock:
+                counts[outcome] += 1
+def tally():
+    return json.dumps({"seconds": round(time.monotonic() - start, 1), "outcomes": counts})
+threads = [threading.Thread(target=client) for _ in range(int(os.environ["THREADS"]))]
+for t in threads:
+    t.start()
+while any(t.is_alive() for t in threads):
+    time.sleep(1)
+    print(tally(), flush=True)
+print(tally(), flush=True)
+"""
+
+
+def load_tally(log: str) -> dict[str, Any]:
+    """The last tally a load pod printed (none yet: nothing counted)."""
+    lines = [line for line in log.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"seconds": 0.0, "outcomes": {}}
 
 
 @pytest.fixture(scope="session")
@@ -131,8 +173,9 @@ def model_claim(
         core.delete_persistent_volume(volume)
 
 
-def model_doc(pool: str, storage: str) -> dict[str, Any]:
-    body = linear_model(1, 0.1, pool=pool, scaling={"minReplicas": 1, "maxReplicas": 2})
+def model_doc(pool: str, storage: str, replicas: int = 1) -> dict[str, Any]:
+    scaling = {"minReplicas": replicas, "maxReplicas": max(2, replicas)}
+    body = linear_model(1, 0.1, pool=pool, scaling=scaling)
     del body["metadata"]["namespace"]
     body["spec"]["model"]["storageUri"] = storage
     # The stand-in image carries the real server: a few seconds to start on 2 cores.
@@ -159,6 +202,7 @@ def model_on_real_node(
     storage: str,
     *,
     gateway: bool = False,
+    replicas: int = 1,
 ) -> Iterator[str]:
     """A pool on real-0 (with one gateway replica when asked) and the linear model from
     ``storage`` in ``namespace``; yields the pool's name. On the way out both are
@@ -171,7 +215,7 @@ def model_on_real_node(
         doc["spec"]["gateway"] = {"enabled": True, "replicas": 1}
     shoal.create(doc)
     try:
-        shoal.create(model_doc(pool, storage), namespace)
+        shoal.create(model_doc(pool, storage, replicas), namespace)
         yield pool
     finally:
         shoal.delete("InferenceModel", "linear", namespace)
@@ -203,3 +247,70 @@ def signal_container(node: RealNode, pod: client.V1Pod, name: str, signal: str) 
         check=True,
         capture_output=True,
     )
+
+
+def tenant_pod(
+    node: RealNode,
+    image: str,
+    gateway: str,
+    pool: str,
+    *,
+    name: str,
+    script: str,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A tenant's pod on real-0 running ``script`` with a projected token for the pool's
+    gateway audience, under the restricted profile."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            **node.placement(),
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65532,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "client",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["python", "-c", script],
+                    "env": [
+                        {"name": "GATEWAY", "value": gateway},
+                        {"name": "BODY", "value": json.dumps(BODY)},
+                        {"name": "TOKEN", "value": f"{CLIENT_TOKEN_DIR}/token"},
+                        *({"name": k, "value": v} for k, v in (env or {}).items()),
+                    ],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                    "volumeMounts": [
+                        {"name": "token", "mountPath": CLIENT_TOKEN_DIR, "readOnly": True}
+                    ],
+                }
+            ],
+            "volumes": [
+                {
+                    "name": "token",
+                    "projected": {
+                        "sources": [
+                            {
+                                "serviceAccountToken": {
+                                    "audience": audience(pool),
+                                    "expirationSeconds": 600,
+                                    "path": "token",
+                                }
+                            }
+                        ]
+                    },
+                }
+            ],
+        },
+    }

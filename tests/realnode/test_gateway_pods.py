@@ -15,26 +15,26 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
-from e2e.linear_model import BODY
 from e2e.operator import OperatorProcess
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
 from shoal.gateway.agent import digest
-from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_name
 from tests.conftest import RealNode
 from tests.realnode.conftest import (
+    LOAD_SCRIPT,
     container_status,
     gateway_pods,
+    load_tally,
     model_on_real_node,
     signal_container,
+    tenant_pod,
 )
 from tests.support.shoal_objects import Shoal, condition, wait_ready
 from tests.support.wait import wait_for
 
-TOKEN_DIR = "/var/run/secrets/shoal"
 # The tenant's client: python and httpx from the operator's image. It tries until a
 # request with its token is answered (the gateway learns the replica within seconds),
 # then sends one without a token, and prints both answers as JSON.
@@ -59,103 +59,7 @@ answer = mine.json() if mine.status_code == 200 else mine.text
 print(json.dumps({"token": [mine.status_code, answer], "none": [none.status_code, none.text]}))
 """
 
-# A tenant's steady load: THREADS clients, each on its own kept-alive connection, send
-# back to back until at least REQUESTS are answered and SECONDS have passed; it says
-# "sending" once the first answer is in, then prints every status (or error) counted.
-LOAD = """
-import collections, json, os, threading, time, httpx
-url = os.environ["GATEWAY"] + "/v2/models/linear/infer"
-body = json.loads(os.environ["BODY"])
-headers = {"Authorization": "Bearer " + open(os.environ["TOKEN"]).read().strip()}
-want, seconds = int(os.environ["REQUESTS"]), float(os.environ["SECONDS"])
-counts, lock = collections.Counter(), threading.Lock()
-start = time.monotonic()
-def done():
-    return sum(counts.values()) >= want and time.monotonic() - start >= seconds
-def client():
-    with httpx.Client(timeout=30) as http:
-        while not done():
-            try:
-                outcome = str(http.post(url, json=body, headers=headers).status_code)
-            except httpx.HTTPError as exc:
-                outcome = type(exc).__name__
-            with lock:
-                if not counts:
-                    print("sending", flush=True)
-                counts[outcome] += 1
-threads = [threading.Thread(target=client) for _ in range(int(os.environ["THREADS"]))]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-print(json.dumps({"seconds": round(time.monotonic() - start, 1), "outcomes": counts}))
-"""
 LOAD_REQUESTS = 10_000
-
-
-def client_pod(
-    node: RealNode,
-    image: str,
-    gateway: str,
-    pool: str,
-    *,
-    name: str = "tenant-client",
-    script: str = CLIENT,
-    env: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A tenant's pod on real-0 running ``script`` with a projected token for the pool's
-    gateway audience, under the restricted profile."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            **node.placement(),
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65532,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "client",
-                    "image": image,
-                    "imagePullPolicy": "Never",
-                    "command": ["python", "-c", script],
-                    "env": [
-                        {"name": "GATEWAY", "value": gateway},
-                        {"name": "BODY", "value": json.dumps(BODY)},
-                        {"name": "TOKEN", "value": f"{TOKEN_DIR}/token"},
-                        *({"name": k, "value": v} for k, v in (env or {}).items()),
-                    ],
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
-                    "volumeMounts": [{"name": "token", "mountPath": TOKEN_DIR, "readOnly": True}],
-                }
-            ],
-            "volumes": [
-                {
-                    "name": "token",
-                    "projected": {
-                        "sources": [
-                            {
-                                "serviceAccountToken": {
-                                    "audience": audience(pool),
-                                    "expirationSeconds": 600,
-                                    "path": "token",
-                                }
-                            }
-                        ]
-                    },
-                }
-            ],
-        },
-    }
 
 
 def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
@@ -190,7 +94,16 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
         service = core.read_namespaced_service(gateway_name(pool), DEFAULT_GATEWAY_NAMESPACE)
         url = f"http://{service.spec.cluster_ip}:8000"
         create_from_dict(
-            api, client_pod(real_node, shoal_images["operator"], url, pool), namespace=namespace
+            api,
+            tenant_pod(
+                real_node,
+                shoal_images["operator"],
+                url,
+                pool,
+                name="tenant-client",
+                script=CLIENT,
+            ),
+            namespace=namespace,
         )
         done = wait_for(
             "the tenant's client pod to finish",
@@ -210,20 +123,20 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
         # HAProxy through the ConfigMap and a reload, and not one request fails.
         gateway_pod = str(pod.metadata.name)
         load_env = {"REQUESTS": str(LOAD_REQUESTS), "SECONDS": "30", "THREADS": "6"}
-        load_pod = client_pod(
+        load_pod = tenant_pod(
             real_node,
             shoal_images["operator"],
             url,
             pool,
             name="tenant-load",
-            script=LOAD,
+            script=LOAD_SCRIPT,
             env=load_env,
         )
         create_from_dict(api, load_pod, namespace=namespace)
         wait_for(
             "the load to be answered",
             lambda: _log(core, "tenant-load", namespace),
-            lambda log: "sending" in log,
+            lambda log: load_tally(log)["outcomes"] != {},
             timeout=90,
         )
         for cap in (5, 9):
@@ -239,7 +152,7 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
         )
         log = _log(core, "tenant-load", namespace)
         assert finished.status.phase == "Succeeded", log
-        load = json.loads(log.strip().splitlines()[-1])
+        load = load_tally(log)
         print(f"under two reloads: {load}")
         assert sum(load["outcomes"].values()) >= LOAD_REQUESTS, load
         assert load["outcomes"] == {"200": sum(load["outcomes"].values())}, load

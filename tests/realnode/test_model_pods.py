@@ -14,11 +14,19 @@ import httpx
 from e2e.linear_model import BODY
 from e2e.operator import OperatorProcess
 from kubernetes import client
+from kubernetes.utils import create_from_dict
 
 from shoal.render.names import FETCH_CONTAINER, SERVING_CONTAINER
 from tests.conftest import RealNode
-from tests.realnode.conftest import model_on_real_node, model_pods
+from tests.realnode.conftest import (
+    LOAD_SCRIPT,
+    load_tally,
+    model_on_real_node,
+    model_pods,
+    tenant_pod,
+)
 from tests.support.shoal_objects import Shoal, condition, wait_ready, wait_reason
+from tests.support.wait import wait_for
 
 INFER = "/v2/models/linear/infer"
 
@@ -79,3 +87,86 @@ def test_a_model_whose_files_are_missing_says_so_in_its_status(
         model = wait_reason(shoal, namespace, "linear", "FailedToFetch", timeout=120)
         message = condition(model, "Ready")["message"]
         assert "directory not found" in message, message
+
+
+def _serving(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:
+    """The model's pods that are not terminating."""
+    return [p for p in model_pods(core, namespace) if p.metadata.deletion_timestamp is None]
+
+
+def _ready(pod: client.V1Pod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def test_a_model_drains_without_failing_a_request(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    operator: OperatorProcess,
+    namespace: str,
+    real_node: RealNode,
+    shoal_images: dict[str, str],
+    model_claim: tuple[str, Path],
+) -> None:
+    """Graceful drain: a tenant sends steadily through the model's Service, a new
+    connection per request, while the model is scaled down from two replicas to one
+    and then rolled by a change of its config. A leaving replica's pre-stop pause keeps
+    it serving until kube-proxy has taken it out of the Service; only then does
+    tritonserver get SIGTERM and stop listening. Not one request fails."""
+    shoal = Shoal(api)
+    claim, _ = model_claim
+    with model_on_real_node(api, namespace, real_node, f"pvc://{claim}/linear", replicas=2) as pool:
+        wait_for(
+            "two replicas Ready",
+            lambda: _serving(core, namespace),
+            lambda pods: len(pods) == 2 and all(_ready(p) for p in pods),
+            timeout=240,
+        )
+        service = core.read_namespaced_service("linear", namespace)
+        url = f"http://{service.spec.cluster_ip}:8000"
+        load_env = {"REQUESTS": "1", "SECONDS": "600", "THREADS": "4", "KEEPALIVE": "0"}
+        load_pod = tenant_pod(
+            real_node,
+            shoal_images["operator"],
+            url,
+            pool,
+            name="drain-load",
+            script=LOAD_SCRIPT,
+            env=load_env,
+        )
+        create_from_dict(api, load_pod, namespace=namespace)
+
+        def answered() -> int:
+            tally = load_tally(str(core.read_namespaced_pod_log("drain-load", namespace)))
+            return sum(tally["outcomes"].values())
+
+        wait_for("the load to be answered", answered, lambda n: n > 0, timeout=90)
+        before = {str(p.metadata.name) for p in _serving(core, namespace)}
+
+        # Scaled down: the HPA's ceiling becomes 1 and one replica leaves.
+        scaling = {"minReplicas": 1, "maxReplicas": 1}
+        shoal.patch("InferenceModel", "linear", {"spec": {"scaling": scaling}}, namespace)
+        wait_for(
+            "one replica left",
+            lambda: model_pods(core, namespace),
+            lambda pods: len(pods) == 1,
+            timeout=120,
+        )
+        # Rolled: the model's config changes, a new replica comes up, the old one leaves.
+        config = {"parameters": {"base_ms": "2", "per_item_ms": "0.1"}}
+        shoal.patch("InferenceModel", "linear", {"spec": {"model": config}}, namespace)
+        wait_for(
+            "the replica replaced by one with the new config",
+            lambda: model_pods(core, namespace),
+            lambda pods: (
+                len(pods) == 1 and str(pods[0].metadata.name) not in before and _ready(pods[0])
+            ),
+            timeout=240,
+        )
+        # Some answers from the new replica alone, then the whole tally.
+        settled = answered()
+        wait_for("answers after the roll", answered, lambda n: n > settled + 100, timeout=60)
+        tally = load_tally(str(core.read_namespaced_pod_log("drain-load", namespace)))
+        core.delete_namespaced_pod("drain-load", namespace, grace_period_seconds=0)
+        print(f"through a scale-down and a roll: {tally}")
+        outcomes = tally["outcomes"]
+        assert outcomes == {"200": sum(outcomes.values())}, tally
