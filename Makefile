@@ -47,13 +47,14 @@ tools: $(NCA_STAMP)
 # nftables: the chaos tier cuts a leader off from the API server with it.
 # The real node's (e2e/cluster/node.py): runc, the CNI plugins (bridge, host-local),
 # busybox-static (the tests' image) and gcc with a static libc (the pause image);
-# buildah and debootstrap build the images of Shoal's pods (e2e/cluster/image_builds.py).
+# buildah and debootstrap build the images of Shoal's pods (e2e/cluster/image_builds.py);
+# ipset for kube-router, which enforces NetworkPolicies there (e2e/cluster/netpol.py).
 DEBIAN_PACKAGES := rclone prometheus haproxy shellcheck nftables \
-  runc containernetworking-plugins busybox-static gcc libc6-dev buildah debootstrap
+  runc containernetworking-plugins busybox-static gcc libc6-dev buildah debootstrap ipset
 system-deps:
 	@command -v rclone >/dev/null && command -v prometheus >/dev/null && command -v promtool >/dev/null && test -x /usr/sbin/haproxy && command -v shellcheck >/dev/null && test -x /usr/sbin/nft \
 	  && test -x /usr/sbin/runc && test -x /usr/lib/cni/bridge && test -x /bin/busybox && command -v gcc >/dev/null && test -f /usr/lib/x86_64-linux-gnu/libc.a \
-	  && command -v buildah >/dev/null && command -v debootstrap >/dev/null || { \
+	  && command -v buildah >/dev/null && command -v debootstrap >/dev/null && test -x /usr/sbin/ipset || { \
 	  echo "installing Debian packages: $(DEBIAN_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(DEBIAN_PACKAGES) >/dev/null && \

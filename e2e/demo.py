@@ -42,7 +42,7 @@ from kubernetes import client
 
 from e2e.cluster import image_builds, local
 from e2e.cluster import node as node_mod
-from e2e.cluster.local import ensure_binaries, free_port
+from e2e.cluster.local import ClusterError, ensure_binaries, free_port
 from e2e.cluster.target import Target, resolve_target
 from e2e.gateway_pods import service_account_token
 from e2e.install import Kubectl, install_crds, kubectl_for
@@ -277,15 +277,16 @@ def showcase(target: Target, kubectl: Kubectl) -> None:
     )
 
 
-def run_operator(target: Target, env: dict[str, str]) -> int:
-    """The operator in the foreground until Ctrl-C (or SIGTERM)."""
+def run_operator(target: Target, env: dict[str, str], served: bool) -> int:
+    """The operator in the foreground until Ctrl-C (or SIGTERM); with ``served``, the
+    demo's objects applied and shown."""
     shoal = Path(sys.executable).parent / "shoal"
     full_env = dict(os.environ, KUBECONFIG=str(target.kubeconfig), **env)
     full_env.setdefault("SHOAL_LIVENESS_ENDPOINT", "http://127.0.0.1:8080/healthz")
     operator = subprocess.Popen([str(shoal), "run"], env=full_env)
     say(f"operator started; in another shell: export KUBECONFIG={target.kubeconfig}")
     try:
-        if target.local:
+        if served:
             try:
                 showcase(target, kubectl_for(target.kubeconfig))
             except Exception as error:  # the operator keeps running regardless
@@ -314,14 +315,20 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     env: dict[str, str] = {}
     with ExitStack() as stack:
+        served = target.local
         if target.local:
             cluster = local.LocalCluster()
-            env.update(real_node_env(cluster))
+            try:
+                env.update(real_node_env(cluster))
+            except ClusterError as error:
+                say(f"no real node, so no model served: {error}")
+                served = False
+        if served:
             model_store(cluster, target.api_client())
             workdir = Path(tempfile.mkdtemp(prefix="shoal-demo-"))
             env["SHOAL_PROMETHEUS_URL"] = stack.enter_context(monitoring(target, workdir))
             say(f"Prometheus at {env['SHOAL_PROMETHEUS_URL']}, prometheus-adapter registered")
-        return run_operator(target, env)
+        return run_operator(target, env, served)
 
 
 def load(seconds: float, clients: int) -> int:

@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from e2e.cluster import images
+from e2e.cluster import images, netpol
 from e2e.cluster import local as local_mod
 from e2e.cluster import pki as pki_mod
 from e2e.cluster.local import ClusterError, LocalCluster
@@ -591,6 +591,7 @@ def stop(cluster: LocalCluster) -> None:
     r = root(cluster)
     if not r.exists() and not (state and state.node_pids):
         return
+    netpol.clean(cluster)
     if state is not None:
         for name in COMPONENTS:
             pid = state.node_pids.get(name)
