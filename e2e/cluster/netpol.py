@@ -50,7 +50,9 @@ def enforcing(cluster: LocalCluster, node: str) -> Iterator[None]:
         raise local.ClusterError("kube-router needs Debian's ipset (make system-deps)")
     binary = ensure_tool("netpol", PACKAGE, NAME)
     health = free_port()
-    log = (cluster.logs / "kube-router.log").open("ab")
+    log_path = cluster.logs / "kube-router.log"
+    log = log_path.open("ab")
+    offset = log.tell()
     proc = subprocess.Popen(
         [
             str(binary),
@@ -63,6 +65,8 @@ def enforcing(cluster: LocalCluster, node: str) -> Iterator[None]:
             "--enable-ipv6=false",
             f"--health-port={health}",
             "--metrics-port=0",
+            # Its "sync iptables took" lines (verbosity 1) say when the rules are in.
+            "-v=1",
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -73,6 +77,7 @@ def enforcing(cluster: LocalCluster, node: str) -> Iterator[None]:
     pid_file(cluster).write_text(str(proc.pid))
     try:
         _wait_healthy(proc, health)
+        _wait_synced(log_path, offset)
         yield
     finally:
         clean(cluster)
@@ -90,6 +95,19 @@ def _wait_healthy(proc: subprocess.Popen[bytes], port: int, timeout: float = 60)
             pass
         time.sleep(0.5)
     raise local.ClusterError(f"kube-router not healthy within {timeout:.0f} s")
+
+
+def _wait_synced(log: Path, offset: int, timeout: float = 60) -> None:
+    """Until kube-router has written the rules of every policy once (it reports healthy
+    before its first full sync)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with log.open("rb") as f:
+            f.seek(offset)
+            if b"sync iptables took" in f.read():
+                return
+        time.sleep(0.2)
+    raise local.ClusterError(f"kube-router did not sync its rules within {timeout:.0f} s")
 
 
 def clean(cluster: LocalCluster) -> None:

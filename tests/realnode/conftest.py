@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -68,13 +69,39 @@ def load_tally(log: str) -> dict[str, Any]:
     return json.loads(lines[-1]) if lines else {"seconds": 0.0, "outcomes": {}}
 
 
+# The tests of the node itself need none of Shoal's images: they run first, while the
+# images (1.6 GB) are imported in the background.
+NODE_ONLY = "test_real_pods.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: Path(str(item.fspath)).name != NODE_ONLY)
+
+
 @pytest.fixture(scope="session")
-def shoal_images(real_node: RealNode) -> dict[str, str]:
-    """The images Shoal's pods name (the operator's from its Dockerfile, stand-ins for
-    Triton, HAProxy and rclone), built here or found cached, in real-0's containerd
-    under the names Shoal renders. Maps each role to its image."""
+def _images_imported(real_node: RealNode) -> Iterator[Future[None]]:
+    """The images Shoal's pods name, built here or found cached, being imported into
+    real-0's containerd from the tier's first test on."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield pool.submit(_import_images, real_node)
+
+
+@pytest.fixture(autouse=True)
+def _start_importing(_images_imported: Future[None]) -> None:
+    """Every test of the tier starts the import (the first one really does)."""
+
+
+def _import_images(real_node: RealNode) -> None:
     archives = image_builds.ensure_all()
     node_mod.import_archives(real_node.cluster, list(archives.values()))
+
+
+@pytest.fixture(scope="session")
+def shoal_images(_images_imported: Future[None]) -> dict[str, str]:
+    """The images Shoal's pods name (the operator's from its Dockerfile, stand-ins for
+    Triton, HAProxy and rclone) in real-0's containerd under the names Shoal renders.
+    Maps each role to its image."""
+    _images_imported.result()
     return {
         "operator": image_builds.OPERATOR,
         "triton": image_builds.TRITON,
@@ -127,12 +154,21 @@ def model_claim(
 ) -> Iterator[tuple[str, Path]]:
     """A claim bound to a hostPath volume on real-0 holding a model repository's
     ``linear/1/model.py`` (and a stale config.pbtxt the rendered one must beat)."""
-    source = tmp_path / "claim"
+    with claim_of_model(api, core, namespace, tmp_path) as claim:
+        yield claim
+
+
+@contextmanager
+def claim_of_model(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, directory: Path
+) -> Iterator[tuple[str, Path]]:
+    """The claim of :func:`model_claim`, its files under ``directory``."""
+    source = directory / "claim"
     version = source / "linear" / "1"
     version.mkdir(parents=True)
     shutil.copy(MODELS / "linear_cost.py", version / "model.py")
     (version.parent / "config.pbtxt").write_text('name: "linear"\nbackend: "nonexistent"\n')
-    for path in (tmp_path, source, *source.rglob("*")):
+    for path in (directory, source, *source.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
     name = "model-store"
     volume = f"{namespace}-{uuid.uuid4().hex[:6]}"

@@ -31,45 +31,6 @@ from tests.support.wait import wait_for
 INFER = "/v2/models/linear/infer"
 
 
-def test_a_model_is_served_by_its_rendered_pod_on_the_real_node(
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    operator: OperatorProcess,
-    namespace: str,
-    real_node: RealNode,
-    shoal_images: dict[str, str],
-    model_claim: tuple[str, Path],
-) -> None:
-    shoal = Shoal(api)
-    claim, _ = model_claim
-    with model_on_real_node(api, namespace, real_node, f"pvc://{claim}/linear"):
-        model = wait_ready(shoal, namespace, "linear", timeout=240)
-        assert condition(model, "Ready")["status"] == "True"
-
-        [pod] = model_pods(core, namespace)
-        assert pod.spec.node_name == real_node.name
-        [fetch] = pod.status.init_container_statuses or []
-        assert fetch.name == FETCH_CONTAINER
-        assert fetch.image == shoal_images["fetch"]
-        assert fetch.state.terminated.exit_code == 0
-        [triton] = pod.status.container_statuses or []
-        assert triton.name == SERVING_CONTAINER
-        assert triton.ready
-        assert triton.restart_count == 0
-
-        # Through the model's Service, as the gateway reaches it (kube-proxy, nftables).
-        service = core.read_namespaced_service("linear", namespace)
-        url = f"http://{service.spec.cluster_ip}:8000"
-        served = httpx.get(f"{url}/v2/models/linear/config", timeout=10).json()
-        assert served["backend"] == "python", "the rendered config.pbtxt won over the stale one"
-        assert served["dynamic_batching"]["max_queue_delay_microseconds"] == 2000
-        reply = httpx.post(url + INFER, json=BODY, timeout=10)
-        assert reply.status_code == 200, reply.text
-        assert reply.json()["outputs"][0]["data"] == [0, 1, 2, 3]
-        metrics = httpx.get(f"http://{service.spec.cluster_ip}:8002/metrics", timeout=10).text
-        assert 'nv_inference_request_success{model="linear",version="1"} 1' in metrics
-
-
 def test_a_model_whose_files_are_missing_says_so_in_its_status(
     api: client.ApiClient,
     core: client.CoreV1Api,
@@ -98,7 +59,7 @@ def _ready(pod: client.V1Pod) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
-def test_a_model_drains_without_failing_a_request(
+def test_a_model_is_served_by_its_rendered_pods_and_drains_without_failing_a_request(
     api: client.ApiClient,
     core: client.CoreV1Api,
     operator: OperatorProcess,
@@ -107,7 +68,9 @@ def test_a_model_drains_without_failing_a_request(
     shoal_images: dict[str, str],
     model_claim: tuple[str, Path],
 ) -> None:
-    """Graceful drain: a tenant sends steadily through the model's Service, a new
+    """Served: each replica's fetch container copied the files, Triton loaded them
+    beside the rendered config, the probes made it Ready, and the model's Service
+    answers. Then graceful drain: a tenant sends steadily through the Service, a new
     connection per request, while the model is scaled down from two replicas to one
     and then rolled by a change of its config. A leaving replica's pre-stop pause keeps
     it serving until kube-proxy has taken it out of the Service; only then does
@@ -115,14 +78,42 @@ def test_a_model_drains_without_failing_a_request(
     shoal = Shoal(api)
     claim, _ = model_claim
     with model_on_real_node(api, namespace, real_node, f"pvc://{claim}/linear", replicas=2) as pool:
-        wait_for(
+        pods = wait_for(
             "two replicas Ready",
             lambda: _serving(core, namespace),
             lambda pods: len(pods) == 2 and all(_ready(p) for p in pods),
             timeout=240,
         )
+        assert condition(wait_ready(shoal, namespace, "linear"), "Ready")["status"] == "True"
+        for pod in pods:
+            assert pod.spec.node_name == real_node.name
+            [fetch] = pod.status.init_container_statuses or []
+            assert fetch.name == FETCH_CONTAINER
+            assert fetch.image == shoal_images["fetch"]
+            assert fetch.state.terminated.exit_code == 0
+            [triton] = pod.status.container_statuses or []
+            assert triton.name == SERVING_CONTAINER
+            assert triton.ready
+            assert triton.restart_count == 0
+
+        # Through the model's Service, as a tenant without a gateway reaches it
+        # (kube-proxy, nftables).
         service = core.read_namespaced_service("linear", namespace)
         url = f"http://{service.spec.cluster_ip}:8000"
+        served = httpx.get(f"{url}/v2/models/linear/config", timeout=10).json()
+        assert served["backend"] == "python", "the rendered config.pbtxt won over the stale one"
+        assert served["dynamic_batching"]["max_queue_delay_microseconds"] == 2000
+        reply = httpx.post(url + INFER, json=BODY, timeout=10)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["outputs"][0]["data"] == [0, 1, 2, 3]
+        success = 'nv_inference_request_success{model="linear",version="1"} 1\n'
+        answered_by = [
+            pod.metadata.name
+            for pod in pods
+            if success in httpx.get(f"http://{pod.status.pod_ip}:8002/metrics", timeout=10).text
+        ]
+        assert len(answered_by) == 1, "one replica counted the one request"
+
         load_env = {"REQUESTS": "1", "SECONDS": "600", "THREADS": "4", "KEEPALIVE": "0"}
         load_pod = tenant_pod(
             real_node,
