@@ -147,6 +147,7 @@ def run(config: Settings) -> None:
         liveness_endpoint=config.liveness_endpoint,
         # kopf would otherwise name itself after the user (getpass), which fails for a
         # UID without a passwd entry: the image's 65532, or OpenShift's assigned UIDs.
-        identity=election.who(),
+        # (kopf types it as a NewType of str that it does not export.)
+        identity=election.who(),  # type: ignore[arg-type]
         memo=kopf.Memo(operator=op),
     )
