@@ -47,6 +47,7 @@ from e2e.cluster.target import Target, resolve_target
 from e2e.gateway_pods import service_account_token
 from e2e.install import Kubectl, install_crds, kubectl_for
 from e2e.linear_model import BODY
+from e2e.model_store import host_volume, write_repository
 from e2e.monitoring import MONITORING, MetricsAdapter, launch_prometheus, write_targets
 from e2e.process import stop
 from shoal.api.constants import GATEWAY_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODEL_LABEL
@@ -54,7 +55,6 @@ from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_na
 
 REPO = Path(__file__).resolve().parent.parent
 OBJECTS = REPO / "e2e" / "demo.yaml"
-MODEL_FILE = REPO / "e2e" / "models" / "linear_cost.py"
 GATEWAYS = REPO / "manifests" / "base" / "gateways.yaml"
 NAMESPACE, POOL, MODEL = "shoal-demo", "demo", "linear"
 VOLUME = "shoal-demo-model-store"
@@ -191,24 +191,8 @@ def model_store(cluster: local.LocalCluster, api: client.ApiClient) -> None:
     """The model's files in a directory of this machine, offered to real-0's pods as the
     hostPath PersistentVolume the demo's claim binds."""
     source = cluster.kubeconfig.parent / "demo-models"
-    version = source / MODEL / "1"
-    version.mkdir(parents=True, exist_ok=True)
-    (version / "model.py").write_bytes(MODEL_FILE.read_bytes())
-    for path in (source, *source.rglob("*")):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    volume: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": VOLUME},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadOnlyMany"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "hostPath": {"path": str(source), "type": "Directory"},
-            "claimRef": {"namespace": NAMESPACE, "name": "model-store"},
-        },
-    }
+    write_repository(source, MODEL)
+    volume = host_volume(VOLUME, source, NAMESPACE, "model-store")
     try:
         client.CoreV1Api(api).create_persistent_volume(volume)  # type: ignore[arg-type]
     except client.ApiException as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 from e2e.cluster import image_builds
 from e2e.cluster import node as node_mod
 from e2e.linear_model import BODY, linear_model
+from e2e.model_store import host_volume, write_repository
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
@@ -24,7 +24,6 @@ from tests.conftest import RealNode
 from tests.support.shoal_objects import Shoal
 from tests.support.wait import wait_for
 
-MODELS = Path(__file__).resolve().parents[2] / "e2e" / "models"
 CLIENT_TOKEN_DIR = "/var/run/secrets/shoal"
 # A client's steady load, run in a pod: THREADS clients send back to back until at least
 # REQUESTS are answered and SECONDS have passed, each on one kept-alive connection (or,
@@ -164,30 +163,11 @@ def claim_of_model(
 ) -> Iterator[tuple[str, Path]]:
     """The claim of :func:`model_claim`, its files under ``directory``."""
     source = directory / "claim"
-    version = source / "linear" / "1"
-    version.mkdir(parents=True)
-    shutil.copy(MODELS / "linear_cost.py", version / "model.py")
-    (version.parent / "config.pbtxt").write_text('name: "linear"\nbackend: "nonexistent"\n')
-    for path in (directory, source, *source.rglob("*")):
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    write_repository(source, extra={"config.pbtxt": 'name: "linear"\nbackend: "nonexistent"\n'})
+    directory.chmod(0o755)
     name = "model-store"
     volume = f"{namespace}-{uuid.uuid4().hex[:6]}"
-    create_from_dict(
-        api,
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadOnlyMany"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "",
-                "hostPath": {"path": str(source), "type": "Directory"},
-                "claimRef": {"namespace": namespace, "name": name},
-            },
-        },
-    )
+    create_from_dict(api, host_volume(volume, source, namespace, name))
     create_from_dict(
         api,
         {
@@ -285,18 +265,17 @@ def signal_container(node: RealNode, pod: client.V1Pod, name: str, signal: str) 
     )
 
 
-def tenant_pod(
+def restricted_pod(
     node: RealNode,
     image: str,
-    gateway: str,
-    pool: str,
-    *,
     name: str,
-    script: str,
+    command: list[str],
+    *,
     env: dict[str, str] | None = None,
+    volumes: list[dict[str, Any]] | None = None,
+    mounts: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """A tenant's pod on real-0 running ``script`` with a projected token for the pool's
-    gateway audience, under the restricted profile."""
+    """A pod on real-0 that runs ``command`` once, under the restricted profile."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -315,38 +294,51 @@ def tenant_pod(
                     "name": "client",
                     "image": image,
                     "imagePullPolicy": "Never",
-                    "command": ["python", "-c", script],
-                    "env": [
-                        {"name": "GATEWAY", "value": gateway},
-                        {"name": "BODY", "value": json.dumps(BODY)},
-                        {"name": "TOKEN", "value": f"{CLIENT_TOKEN_DIR}/token"},
-                        *({"name": k, "value": v} for k, v in (env or {}).items()),
-                    ],
+                    "command": command,
+                    "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
                     "securityContext": {
                         "allowPrivilegeEscalation": False,
                         "readOnlyRootFilesystem": True,
                         "capabilities": {"drop": ["ALL"]},
                     },
-                    "volumeMounts": [
-                        {"name": "token", "mountPath": CLIENT_TOKEN_DIR, "readOnly": True}
-                    ],
+                    "volumeMounts": mounts or [],
                 }
             ],
-            "volumes": [
-                {
-                    "name": "token",
-                    "projected": {
-                        "sources": [
-                            {
-                                "serviceAccountToken": {
-                                    "audience": audience(pool),
-                                    "expirationSeconds": 600,
-                                    "path": "token",
-                                }
-                            }
-                        ]
-                    },
-                }
-            ],
+            "volumes": volumes or [],
         },
     }
+
+
+def tenant_pod(
+    node: RealNode,
+    image: str,
+    gateway: str,
+    pool: str,
+    *,
+    name: str,
+    script: str,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A tenant's pod on real-0 running ``script`` with a projected token for the pool's
+    gateway audience, under the restricted profile."""
+    token = {
+        "serviceAccountToken": {
+            "audience": audience(pool),
+            "expirationSeconds": 600,
+            "path": "token",
+        }
+    }
+    return restricted_pod(
+        node,
+        image,
+        name,
+        ["python", "-c", script],
+        env={
+            "GATEWAY": gateway,
+            "BODY": json.dumps(BODY),
+            "TOKEN": f"{CLIENT_TOKEN_DIR}/token",
+            **(env or {}),
+        },
+        volumes=[{"name": "token", "projected": {"sources": [token]}}],
+        mounts=[{"name": "token", "mountPath": CLIENT_TOKEN_DIR, "readOnly": True}],
+    )

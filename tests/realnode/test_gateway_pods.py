@@ -17,7 +17,6 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from e2e.cluster import netpol
@@ -38,6 +37,7 @@ from tests.realnode.conftest import (
     load_tally,
     model_on_real_node,
     model_pods,
+    restricted_pod,
     signal_container,
     tenant_pod,
 )
@@ -282,44 +282,14 @@ def outsider(core: client.CoreV1Api) -> Iterator[str]:
     core.delete_namespace(name)
 
 
-def _probe_pod(node: RealNode, image: str, name: str, urls: list[str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            **node.placement(),
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65532,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "probe",
-                    "image": image,
-                    "imagePullPolicy": "Never",
-                    "command": ["python", "-c", PROBE, *urls],
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
-                }
-            ],
-        },
-    }
-
-
 def _reach(
     api: client.ApiClient, node: RealNode, image: str, namespace: str, urls: list[str]
 ) -> dict[str, str]:
     """What a new pod in ``namespace`` on real-0 gets from each of ``urls``."""
     core = client.CoreV1Api(api)
     name = f"probe-{uuid.uuid4().hex[:5]}"
-    create_from_dict(api, _probe_pod(node, image, name, urls), namespace=namespace)
+    probe = restricted_pod(node, image, name, ["python", "-c", PROBE, *urls])
+    create_from_dict(api, probe, namespace=namespace)
     done = wait_for(
         f"probe {name} to finish",
         lambda: core.read_namespaced_pod(name, namespace),
