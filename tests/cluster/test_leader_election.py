@@ -99,8 +99,24 @@ def test_the_follower_takes_over_when_the_leader_is_killed(
                 operator_kubeconfig, tmp_path / "b.log", env=settings(second)
             ) as follower:
                 # The follower is alive for its probes and serves its metrics, and does
-                # nothing else: no kopf, no pass, for a lease renewal or two.
-                time.sleep(2 * RETRY_SECONDS + 1)
+                # nothing else: no kopf, no pass, through two renewals of the leader's
+                # Lease (each a chance for the follower's own tries to take it).
+                renewals: list[object] = []
+
+                def renewed() -> int:
+                    lease = coordination.read_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE)
+                    when = lease.spec.renew_time if lease.spec else None
+                    if not renewals or renewals[-1] != when:
+                        renewals.append(when)
+                    return len(renewals)
+
+                wait_for(
+                    "two renewals by a",
+                    renewed,
+                    lambda seen: seen >= 3,
+                    timeout=4 * RETRY_SECONDS + 5,
+                    interval=0.2,
+                )
                 assert _serves(follower.health_url)
                 assert _serves(follower.metrics_url)
                 assert not _leads(follower.metrics_url)
