@@ -122,7 +122,7 @@ def operator(
     assert " 403" not in log.read_text(), f"the operator was forbidden something; see {log}"
 
 
-def _fresh_namespace(core: client.CoreV1Api, node_name: str) -> str:
+def fresh_namespace(core: client.CoreV1Api, node_name: str) -> str:
     """Create a namespace named after ``node_name``; return it once its default
     ServiceAccount exists (pods can be created in it)."""
     slug = "".join(c if c.isalnum() else "-" for c in node_name.lower())[:40].strip("-")
@@ -142,7 +142,7 @@ def _fresh_namespace(core: client.CoreV1Api, node_name: str) -> str:
 @pytest.fixture
 def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace per test, ready for pods (its default ServiceAccount exists)."""
-    name = _fresh_namespace(core, request.node.name)
+    name = fresh_namespace(core, request.node.name)
     yield name
     core.delete_namespace(name, propagation_policy="Background")
 
@@ -152,7 +152,7 @@ def module_namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> 
     """One namespace for all of a module's tests, for tests that store nothing in it or
     whose objects' names never clash (a corpus judged by dry-run requests): creating
     and deleting one per test cost more than the tests themselves."""
-    name = _fresh_namespace(core, Path(str(request.node.fspath)).stem.removeprefix("test_"))
+    name = fresh_namespace(core, Path(str(request.node.fspath)).stem.removeprefix("test_"))
     yield name
     core.delete_namespace(name, propagation_policy="Background")
 

@@ -21,10 +21,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from e2e.cluster import local
 from e2e.cluster.local import LocalCluster, ensure_tool, free_port
+from e2e.process import wait_http
 
 PACKAGE = "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"
 NAME = "kube-router"
@@ -76,25 +75,11 @@ def enforcing(cluster: LocalCluster, node: str) -> Iterator[None]:
     log.close()
     pid_file(cluster).write_text(str(proc.pid))
     try:
-        _wait_healthy(proc, health)
+        wait_http(f"http://127.0.0.1:{health}/healthz", NAME, proc, log_path)
         _wait_synced(log_path, offset)
         yield
     finally:
         clean(cluster)
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise local.ClusterError(f"kube-router exited {proc.returncode}; see kube-router.log")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise local.ClusterError(f"kube-router not healthy within {timeout:.0f} s")
 
 
 def _wait_synced(log: Path, offset: int, timeout: float = 60) -> None:

@@ -247,6 +247,12 @@ def model_on_real_node(
         )
 
 
+def pod_ready(pod: client.V1Pod) -> bool:
+    """Whether the pod's Ready condition is True."""
+    conditions = (pod.status.conditions or []) if pod.status else []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
 def container_status(pod: client.V1Pod, name: str) -> client.V1ContainerStatus:
     return next(c for c in pod.status.container_statuses or [] if c.name == name)
 

@@ -28,7 +28,7 @@ from kubernetes.utils import create_from_dict
 from shoal.gateway.agent import digest
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_name
 from shoal.render.names import SERVING_CONTAINER
-from tests.conftest import RealNode
+from tests.conftest import RealNode, fresh_namespace
 from tests.realnode.conftest import (
     LOAD_SCRIPT,
     claim_of_model,
@@ -269,15 +269,7 @@ def enforced(real_node: RealNode) -> Iterator[None]:
 @pytest.fixture
 def outsider(core: client.CoreV1Api) -> Iterator[str]:
     """A namespace no pool admits (at first)."""
-    name = f"t-outsider-{uuid.uuid4().hex[:5]}"
-    core.create_namespace(
-        client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={"shoal.dev/test": "1"}))
-    )
-    wait_for(
-        "its default ServiceAccount",
-        lambda: core.read_namespaced_service_account("default", name),
-        lambda sa: sa is not None,
-    )
+    name = fresh_namespace(core, "outsider")
     yield name
     core.delete_namespace(name)
 

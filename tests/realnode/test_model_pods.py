@@ -23,6 +23,7 @@ from tests.realnode.conftest import (
     load_tally,
     model_on_real_node,
     model_pods,
+    pod_ready,
     tenant_pod,
 )
 from tests.support.shoal_objects import Shoal, condition, wait_ready, wait_reason
@@ -55,10 +56,6 @@ def _serving(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:
     return [p for p in model_pods(core, namespace) if p.metadata.deletion_timestamp is None]
 
 
-def _ready(pod: client.V1Pod) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-
-
 def test_a_model_is_served_by_its_rendered_pods_and_drains_without_failing_a_request(
     api: client.ApiClient,
     core: client.CoreV1Api,
@@ -81,7 +78,7 @@ def test_a_model_is_served_by_its_rendered_pods_and_drains_without_failing_a_req
         pods = wait_for(
             "two replicas Ready",
             lambda: _serving(core, namespace),
-            lambda pods: len(pods) == 2 and all(_ready(p) for p in pods),
+            lambda pods: len(pods) == 2 and all(pod_ready(p) for p in pods),
             timeout=240,
         )
         assert condition(wait_ready(shoal, namespace, "linear"), "Ready")["status"] == "True"
@@ -149,7 +146,7 @@ def test_a_model_is_served_by_its_rendered_pods_and_drains_without_failing_a_req
             "the replica replaced by one with the new config",
             lambda: model_pods(core, namespace),
             lambda pods: (
-                len(pods) == 1 and str(pods[0].metadata.name) not in before and _ready(pods[0])
+                len(pods) == 1 and str(pods[0].metadata.name) not in before and pod_ready(pods[0])
             ),
             timeout=240,
         )

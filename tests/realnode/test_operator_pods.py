@@ -23,7 +23,7 @@ from kubernetes import client
 
 from shoal.leader import LEASE_NAME
 from tests.conftest import RealNode
-from tests.realnode.conftest import container_status, signal_container
+from tests.realnode.conftest import container_status, pod_ready, signal_container
 from tests.support.shoal_objects import Shoal, inference_model, wait_ready
 from tests.support.wait import wait_for
 
@@ -74,10 +74,6 @@ def _pods(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:
     return [p for p in pods if p.metadata.deletion_timestamp is None]
 
 
-def _ready(pod: client.V1Pod) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
-
-
 def _holder(api: client.ApiClient, namespace: str) -> str:
     """The pod holding the leader Lease (an identity is ``<hostname>_<pid>``)."""
     try:
@@ -107,7 +103,7 @@ def test_the_charts_operator_leads_hands_over_and_is_restarted_when_hung(
         pods = wait_for(
             "two operator pods Ready on real-0",
             lambda: _pods(core, release),
-            lambda ps: len(ps) == 2 and all(_ready(p) for p in ps),
+            lambda ps: len(ps) == 2 and all(pod_ready(p) for p in ps),
             timeout=120,
         )
         assert {p.spec.node_name for p in pods} == {real_node.name}
@@ -134,7 +130,7 @@ def test_the_charts_operator_leads_hands_over_and_is_restarted_when_hung(
         live = wait_for(
             "two replicas Ready again",
             lambda: _pods(core, release),
-            lambda ps: len(ps) == 2 and all(_ready(p) for p in ps),
+            lambda ps: len(ps) == 2 and all(pod_ready(p) for p in ps),
             timeout=120,
         )
         (third,) = {str(p.metadata.name) for p in live} - {second}
@@ -163,7 +159,7 @@ def test_the_charts_operator_leads_hands_over_and_is_restarted_when_hung(
         restarted = wait_for(
             "the hung container restarted and Ready",
             lambda: core.read_namespaced_pod(second, release),
-            lambda p: container_status(p, "operator").restart_count == 1 and _ready(p),
+            lambda p: container_status(p, "operator").restart_count == 1 and pod_ready(p),
             timeout=120,
         )
         assert any(e.reason == "Unhealthy" and "Liveness" in (e.message or "") for e in killing)

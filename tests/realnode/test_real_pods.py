@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.utils import create_from_dict
 
 from tests.conftest import RealNode
+from tests.realnode.conftest import pod_ready
 from tests.support.wait import wait_for
 
 GREETING = "hello from a ConfigMap\n"
@@ -103,11 +104,6 @@ def restricted_namespace(core: client.CoreV1Api, namespace: str) -> str:
         client.V1ConfigMap(metadata=client.V1ObjectMeta(name="web"), data={"greeting": GREETING}),
     )
     return namespace
-
-
-def _ready(pod: client.V1Pod) -> bool:
-    conditions = (pod.status.conditions or []) if pod.status else []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def _pods(core: client.CoreV1Api, namespace: str, selector: str) -> list[client.V1Pod]:
@@ -227,7 +223,7 @@ def test_restricted_pod_runs_for_real(
     ready = wait_for(
         "the pod Ready on real-0",
         lambda: core.read_namespaced_pod("web", ns),
-        _ready,
+        pod_ready,
         timeout=90,
     )
     assert ready.spec.node_name == real_node.name
@@ -304,7 +300,7 @@ def test_cluster_ip_service_load_balances_over_real_pods(
     pods = wait_for(
         "two pods Ready on real-0",
         lambda: _pods(core, ns, "app=web"),
-        lambda ps: len(ps) == 2 and all(_ready(p) for p in ps),
+        lambda ps: len(ps) == 2 and all(pod_ready(p) for p in ps),
         timeout=90,
     )
     assert {p.spec.node_name for p in pods} == {real_node.name}
