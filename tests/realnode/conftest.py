@@ -16,6 +16,7 @@ from e2e.cluster import image_builds
 from e2e.cluster import node as node_mod
 from e2e.linear_model import BODY, linear_model
 from e2e.model_store import host_volume, write_repository
+from e2e.object_store import ObjectStore, object_store
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
@@ -147,6 +148,13 @@ def real_node_pool(name: str, namespaces: list[str], node: RealNode) -> dict[str
     }
 
 
+@pytest.fixture(scope="session")
+def store(real_node: RealNode) -> Iterator[ObjectStore]:
+    """The rig's S3-compatible object store, on real-0's bridge address."""
+    with object_store(node_mod.NODE_IP, real_node.cluster.logs) as running:
+        yield running
+
+
 @pytest.fixture
 def model_claim(
     api: client.ApiClient, core: client.CoreV1Api, namespace: str, tmp_path: Path
@@ -189,11 +197,15 @@ def claim_of_model(
         core.delete_persistent_volume(volume)
 
 
-def model_doc(pool: str, storage: str, replicas: int = 1) -> dict[str, Any]:
+def model_doc(
+    pool: str, storage: str, replicas: int = 1, s3: dict[str, Any] | None = None
+) -> dict[str, Any]:
     scaling = {"minReplicas": replicas, "maxReplicas": max(2, replicas)}
     body = linear_model(1, 0.1, pool=pool, scaling=scaling)
     del body["metadata"]["namespace"]
     body["spec"]["model"]["storageUri"] = storage
+    if s3 is not None:
+        body["spec"]["model"]["s3"] = s3
     # The stand-in image carries the real server: a few seconds to start on 2 cores.
     # A quarter of one of real-0's two cores leaves room for the gateway's pods.
     body["spec"]["runtime"].update(startupTimeout="120s", cpu="250m", memory="1Gi")
@@ -219,19 +231,24 @@ def model_on_real_node(
     *,
     gateway: bool = False,
     replicas: int = 1,
+    s3: dict[str, Any] | None = None,
+    download: dict[str, Any] | None = None,
 ) -> Iterator[str]:
-    """A pool on real-0 (with one gateway replica when asked) and the linear model from
-    ``storage`` in ``namespace``; yields the pool's name. On the way out both are
-    deleted and their pods awaited gone, so the next test finds the node clean."""
+    """A pool on real-0 (with one gateway replica when asked, and ``download`` as its
+    ``access.modelDownload``) and the linear model from ``storage`` (with ``s3`` as its
+    store) in ``namespace``; yields the pool's name. On the way out both are deleted and
+    their pods awaited gone, so the next test finds the node clean."""
     shoal = Shoal(api)
     core = client.CoreV1Api(api)
     pool = f"real-{uuid.uuid4().hex[:6]}"
     doc = real_node_pool(pool, [namespace], node)
     if gateway:
         doc["spec"]["gateway"] = {"enabled": True, "replicas": 1}
+    if download is not None:
+        doc["spec"]["access"] = {"modelDownload": download}
     shoal.create(doc)
     try:
-        shoal.create(model_doc(pool, storage, replicas), namespace)
+        shoal.create(model_doc(pool, storage, replicas, s3), namespace)
         yield pool
     finally:
         shoal.delete("InferenceModel", "linear", namespace)

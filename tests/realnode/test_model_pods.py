@@ -1,21 +1,28 @@
 """A model as the operator renders it, run for real on real-0: the fetch init container
-(rclone) copies the model's files from its claim, tritonserver (the wheel's real server
-in a stand-in of NVIDIA's image) loads them beside the rendered config under a
-read-only root, the kubelet's probes make the replica Ready, and a request through the
-model's Service is answered. No GPU here: the model asks for none and Triton runs on
-the CPU. What stands in: the images (built here, e2e/cluster/image_builds.py).
+(rclone) copies the model's files from its claim or from the rig's S3-compatible store,
+tritonserver (the wheel's real server in a stand-in of NVIDIA's image) loads them beside
+the rendered config under a read-only root, the kubelet's probes make the replica Ready,
+and a request through the model's Service is answered. No GPU here: the model asks for
+none and Triton runs on the CPU. What stands in: the images (built here,
+e2e/cluster/image_builds.py) and the object store (gofakes3, e2e/object_store.py).
 """
 
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 from e2e.linear_model import BODY
+from e2e.model_store import write_repository
+from e2e.object_store import ObjectStore
 from e2e.operator import OperatorProcess
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
+from shoal.api.inferencemodel import S3_ACCESS_KEY, S3_SECRET_KEY
 from shoal.render.names import FETCH_CONTAINER, SERVING_CONTAINER
 from tests.conftest import RealNode
 from tests.realnode.conftest import (
@@ -32,23 +39,63 @@ from tests.support.wait import wait_for
 INFER = "/v2/models/linear/infer"
 
 
-def test_a_model_whose_files_are_missing_says_so_in_its_status(
+def test_a_model_comes_from_an_s3_compatible_store_and_an_empty_one_says_so(
     api: client.ApiClient,
     core: client.CoreV1Api,
     operator: OperatorProcess,
     namespace: str,
     real_node: RealNode,
     shoal_images: dict[str, str],
-    model_claim: tuple[str, Path],
+    store: ObjectStore,
+    tmp_path: Path,
 ) -> None:
-    """The fetch container's real error reaches the model's status: FailedToFetch with
-    rclone's own words, not a pod stuck in Init."""
+    """The fetch container downloads over S3 from the rig's object store, with the keys
+    of the model's Secret, as from MinIO in a cluster. While the bucket holds nothing
+    under the model's path, the model says FailedToFetch with rclone's own words (an
+    object store has no directories to be missing: copying nothing is the failure).
+    Once the files are uploaded, the kubelet's next try of the fetch container copies
+    them and Triton serves them. The pool lets the downloads reach the store's address
+    and port, which is what a cluster's own object store needs."""
     shoal = Shoal(api)
-    claim, _ = model_claim
-    with model_on_real_node(api, namespace, real_node, f"pvc://{claim}/no-such-model"):
+    bucket = f"models-{uuid.uuid4().hex[:8]}"
+    store.create_bucket(bucket)
+    secret_key = uuid.uuid4().hex
+    core.create_namespaced_secret(
+        namespace,
+        client.V1Secret(
+            metadata=client.V1ObjectMeta(name="store-keys"),
+            string_data={S3_ACCESS_KEY: "shoal", S3_SECRET_KEY: secret_key},
+        ),
+    )
+    endpoint = urlsplit(store.endpoint)
+    download = {"extraDestinations": [{"cidr": f"{endpoint.hostname}/32", "port": endpoint.port}]}
+    s3 = {"endpoint": store.endpoint, "region": "us-east-1", "credentialsSecret": "store-keys"}
+    storage = f"s3://{bucket}/linear"
+    with model_on_real_node(api, namespace, real_node, storage, s3=s3, download=download):
         model = wait_reason(shoal, namespace, "linear", "FailedToFetch", timeout=120)
         message = condition(model, "Ready")["message"]
-        assert "directory not found" in message, message
+        assert "nothing to transfer" in message, message
+
+        repository = tmp_path / "repository"
+        write_repository(repository)
+        assert store.upload(bucket, "linear", repository / "linear") == ["linear/1/model.py"]
+        wait_ready(shoal, namespace, "linear", timeout=180)
+        [pod] = _serving(core, namespace)
+        [fetch] = pod.status.init_container_statuses or []
+        assert fetch.last_state.terminated.exit_code == 9, "the try that found nothing"
+        assert fetch.state.terminated.exit_code == 0
+        reply = httpx.post(f"http://{pod.status.pod_ip}:8000{INFER}", json=BODY, timeout=10)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["outputs"][0]["data"] == [0, 1, 2, 3]
+        # The keys reached the container from the Secret, and show nowhere in the pod.
+        assert secret_key not in json.dumps(api.sanitize_for_serialization(pod))
+        [spec] = pod.spec.init_containers or []
+        assert f"--s3-endpoint={store.endpoint}" in (spec.args or [])
+        refs = {e.name: e.value_from.secret_key_ref for e in spec.env or [] if e.value_from}
+        assert {name: (ref.name, ref.key) for name, ref in refs.items()} == {
+            S3_ACCESS_KEY: ("store-keys", S3_ACCESS_KEY),
+            S3_SECRET_KEY: ("store-keys", S3_SECRET_KEY),
+        }
 
 
 def _serving(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:

@@ -889,6 +889,42 @@ STORAGE = _cases(
     ),
 )
 
+S3_STORE = _cases(
+    IM,
+    "search-ranker",
+    *(
+        (
+            f"im-s3-endpoint-{name}",
+            (("spec.model.s3", {"endpoint": endpoint}),),
+            ("spec.model.s3.endpoint", "must be an S3-compatible endpoint"),
+        )
+        for name, endpoint in (
+            ("path", "http://minio.storage.svc:9000/models"),
+            ("credentials", "http://key:secret@minio.storage.svc:9000"),
+            ("scheme", "ftp://minio.storage.svc"),
+            ("port", "http://minio.storage.svc:70000"),
+        )
+    ),
+    (
+        "im-s3-region-upper",
+        (("spec.model.s3", {"region": "US-EAST-1"}),),
+        ("spec.model.s3.region", "must be a region name"),
+    ),
+    (
+        "im-s3-secret-name",
+        (("spec.model.s3", {"credentialsSecret": "Store_Keys"}),),
+        ("spec.model.s3.credentialsSecret", MATCH),
+    ),
+    (
+        "im-s3-on-gcs",
+        (
+            ("spec.model.storageUri", "gs://labs-models/ranker"),
+            ("spec.model.s3", {"endpoint": "http://minio.storage.svc:9000"}),
+        ),
+        ("spec.model.s3", "s3 applies to an s3:// storageUri only"),
+    ),
+)
+
 CROSS_FIELD = _cases(
     IM,
     "search-ranker",
@@ -1057,5 +1093,5 @@ ADMISSION = (
     ),
 )
 
-CASES += PLACEMENT + SELECTORS + RUNTIME_AND_SCALING + DURATIONS + SCHEDULES + STORAGE
+CASES += PLACEMENT + SELECTORS + RUNTIME_AND_SCALING + DURATIONS + SCHEDULES + STORAGE + S3_STORE
 CASES += CROSS_FIELD + NULLS + ADMISSION

@@ -503,6 +503,36 @@ def test_a_pvc_model_mounts_its_claim_read_only() -> None:
     )
 
 
+def test_an_s3_compatible_store_is_named_in_flags_and_its_keys_come_from_the_secret() -> None:
+    """The endpoint, region and addressing style reach rclone as flags; the keys reach it
+    only through the environment, from the Secret, so no pod reader sees them."""
+    doc = model_doc()
+    doc["spec"]["model"]["s3"] = {
+        "endpoint": "http://minio.storage.svc:9000",
+        "region": "us-east-1",
+        "credentialsSecret": "store-keys",
+    }
+    pod = deployment(parse_model(doc), tenant_pool().spec, "config")["spec"]["template"]["spec"]
+    [fetch] = pod["initContainers"]
+    assert fetch["args"][-2:] == [":s3:models/search/ranker", "/models/ranker"]
+    flags = fetch["args"][:-2]
+    for flag in (
+        "--s3-env-auth",
+        "--s3-provider=Other",
+        "--s3-endpoint=http://minio.storage.svc:9000",
+        "--s3-region=us-east-1",
+        "--s3-force-path-style=true",
+    ):
+        assert flag in flags
+    keys = {e["name"]: e.get("valueFrom") for e in fetch["env"]}
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert keys[key] == {"secretKeyRef": {"name": "store-keys", "key": key}}
+    # Without s3: AWS with the pods' identity, as before; no key from any Secret.
+    plain = fetch_plan("s3://models/search/ranker", "ranker")
+    assert not any(a.startswith(("--s3-endpoint", "--s3-provider")) for a in plain.args)
+    assert plain.env == []
+
+
 def test_an_unknown_scheme_is_refused() -> None:
     with pytest.raises(ValueError, match="unsupported storage URI scheme in 'ftp://h/m'"):
         fetch_plan("ftp://h/m", "m")

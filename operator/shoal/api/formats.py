@@ -1,5 +1,5 @@
-"""String formats of an InferenceModel: storage URIs, image references, cron schedules
-and time zones.
+"""String formats of an InferenceModel: storage URIs and S3 endpoints, image references,
+cron schedules and time zones.
 
 Each is a pattern (for the schema, and for generating valid specs in tests) plus CEL
 :class:`Check` rules that say in words what is expected, all run in Python too.
@@ -107,13 +107,30 @@ StorageUri = Annotated[
         check=lambda uri: re.search(_USERINFO, uri) is None,
         message="must not carry credentials (user:password@host), which would show in the "
         "pod's arguments: give the pods a cloud identity (IRSA on EKS, Workload Identity on "
-        "GKE) and use s3:// or gs://, or serve the files from a PersistentVolumeClaim (pvc://)",
+        "GKE) and use s3:// or gs://, name a Secret in s3.credentialsSecret for an "
+        "S3-compatible store, or serve the files from a PersistentVolumeClaim (pvc://)",
     ),
     Check(
         cel="!self.contains('?') && !self.contains('#')",
         check=lambda uri: "?" not in uri and "#" not in uri,
         message="must not have a query (?) or fragment (#): the files are copied from the "
         "path alone",
+    ),
+]
+
+# An S3-compatible store's endpoint: a scheme and a host (a name or an IPv4 address) with
+# an optional port, nothing after it. Plain http is allowed: in-cluster stores (MinIO,
+# Ceph RGW) often serve it on a network the pool's policies already confine.
+S3_ENDPOINT_PATTERN = rf"^https?://{_HOST}/?$"
+S3Endpoint = Annotated[
+    str,
+    TextFormat(
+        S3_ENDPOINT_PATTERN,
+        "an S3-compatible endpoint such as http://minio.storage.svc:9000: http:// or "
+        "https://, a host name or IPv4 address and an optional port, without a path, "
+        "query or credentials",
+        max_length=512,
+        example="http://minio.storage.svc:9000",
     ),
 ]
 

@@ -25,7 +25,7 @@ from shoal.api.common import (
     name_rule,
     unique_by,
 )
-from shoal.api.formats import ImageReference, StorageUri
+from shoal.api.formats import ImageReference, S3Endpoint, StorageUri
 from shoal.api.quantity import quantity_value
 from shoal.api.tenantpool import PoolName
 from shoal.api.windows import Window
@@ -195,6 +195,48 @@ class Warmup(SpecModel):
     )
 
 
+S3_REGION_PATTERN = r"^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$"
+S3Region = Annotated[
+    str,
+    TextFormat(
+        S3_REGION_PATTERN,
+        "a region name such as us-east-1: lowercase letters, digits, '-' and '_'",
+        max_length=63,
+        example="us-east-1",
+    ),
+]
+# The keys of a credentials Secret: the names every S3 client reads from its environment.
+S3_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
+S3_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
+
+
+class S3Storage(SpecModel):
+    """How to reach an s3:// storage URI's store when it is not AWS S3 reached with the
+    pods' cloud identity: an S3-compatible endpoint (MinIO, Ceph RGW, ...) and keys."""
+
+    endpoint: S3Endpoint | None = Field(
+        default=None,
+        description="The store's endpoint, e.g. http://minio.storage.svc:9000. Unset: AWS "
+        "S3. A store in the cluster or outside port 443 must also be reachable under the "
+        "pool's spec.access.modelDownload (extraDestinations).",
+    )
+    region: S3Region | None = Field(
+        default=None, description="The bucket's region. Unset: the store's default."
+    )
+    path_style: bool = Field(
+        default=True,
+        description="Address buckets by path (http://host/bucket/key), as MinIO and Ceph "
+        "RGW expect; false: by host name (http://bucket.host/key).",
+    )
+    credentials_secret: DnsSubdomain | None = Field(
+        default=None,
+        description=f"A Secret in the model's namespace with the keys {S3_ACCESS_KEY} and "
+        f"{S3_SECRET_KEY}; the fetch container reads them from its environment, never "
+        "from its arguments. Unset: the pods' cloud identity (IRSA, ...) or no "
+        "credentials.",
+    )
+
+
 class ModelSource(SpecModel):
     """The model: its name in Triton, how it runs, and where its files are."""
 
@@ -210,6 +252,11 @@ class ModelSource(SpecModel):
     storage_uri: StorageUri = Field(
         description="Where the model's version directories are: s3://bucket/path, "
         "gs://bucket/path, pvc://claim-name/path or an https:// archive.",
+    )
+    s3: S3Storage | None = Field(
+        default=None,
+        description="For an s3:// storageUri: the S3-compatible store and the Secret "
+        "holding its keys. Unset: AWS S3 with the pods' cloud identity.",
     )
     version_policy: VersionPolicy = Field(
         default_factory=VersionPolicy, description="Which versions Triton serves."
@@ -247,6 +294,12 @@ class ModelSource(SpecModel):
             message="an output may not have the name of an input: Triton needs every tensor "
             "name once",
             field=".outputs",
+        ),
+        Rule(
+            cel="!has(self.s3) || self.storageUri.startsWith('s3://')",
+            check=lambda m: m.s3 is None or m.storage_uri.startswith("s3://"),
+            message="s3 applies to an s3:// storageUri only",
+            field=".s3",
         ),
         Rule(
             cel="has(self.backend) != has(self.platform)",

@@ -152,7 +152,7 @@ def deployment(
     spec = model.spec
     runtime = spec.runtime
     name = model.metadata.name
-    fetch = fetch_plan(spec.model.storage_uri, spec.model.name)
+    fetch = fetch_plan(spec.model.storage_uri, spec.model.name, spec.model.s3)
     remote = needs_network(spec.model.storage_uri)
     memory = replica_memory(model)
     limits: dict[str, Any] = {"memory": memory}
@@ -215,7 +215,11 @@ def deployment(
         "image": images.fetch,
         "imagePullPolicy": "IfNotPresent",
         "args": fetch.args,
-        "env": [{"name": "HOME", "value": "/tmp"}, *(proxy_env(pool) if remote else [])],
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            *(proxy_env(pool) if remote else []),
+            *fetch.env,
+        ],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}},
         "securityContext": container_security_context(),
         "terminationMessagePolicy": "FallbackToLogsOnError",
