@@ -25,6 +25,7 @@ from e2e.cluster import local
 from e2e.cluster.local import LocalCluster, ensure_tool, free_port
 from e2e.process import wait_http
 
+TOOL_DIR = "netpol"
 PACKAGE = "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"
 NAME = "kube-router"
 # The chains and sets kube-router makes: its hooks, one chain per policy and per pod,
@@ -47,7 +48,7 @@ def enforcing(cluster: LocalCluster, node: str) -> Iterator[None]:
     runs; every rule and set it made is gone afterwards."""
     if shutil.which("ipset") is None:
         raise local.ClusterError("kube-router needs Debian's ipset (make system-deps)")
-    binary = ensure_tool("netpol", PACKAGE, NAME)
+    binary = ensure_tool(TOOL_DIR, PACKAGE, NAME)
     health = free_port()
     log_path = cluster.logs / "kube-router.log"
     log = log_path.open("ab")

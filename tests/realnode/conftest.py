@@ -8,14 +8,17 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.cluster import image_builds
+from e2e.cluster import image_builds, netpol
 from e2e.cluster import node as node_mod
+from e2e.cluster.local import ensure_tool
 from e2e.linear_model import BODY, linear_model
 from e2e.model_store import host_volume, write_repository
+from e2e.object_store import TOOL as STORE_TOOL
 from e2e.object_store import ObjectStore, object_store
 from kubernetes import client
 from kubernetes.utils import create_from_dict
@@ -78,12 +81,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: Path(str(item.fspath)).name != NODE_ONLY)
 
 
+@dataclass(frozen=True)
+class Builds:
+    """The tier's images and test tools, being built (or found cached) in the background
+    once real-0 is up, while the tests of the node itself run (they need neither). Not
+    earlier: beside the node's own Go build, on two cores, they only slow it down."""
+
+    images: Future[dict[str, Path]]
+    tools: Future[list[Path]]
+
+
+def _build_tools() -> list[Path]:
+    return [ensure_tool(netpol.TOOL_DIR, netpol.PACKAGE, netpol.NAME), ensure_tool(*STORE_TOOL)]
+
+
 @pytest.fixture(scope="session")
-def _images_imported(real_node: RealNode) -> Iterator[Future[None]]:
+def _builds(real_node: RealNode) -> Iterator[Builds]:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield Builds(pool.submit(image_builds.ensure_all), pool.submit(_build_tools))
+
+
+@pytest.fixture(scope="session")
+def _images_imported(real_node: RealNode, _builds: Builds) -> Iterator[Future[None]]:
     """The images Shoal's pods name, built here or found cached, being imported into
     real-0's containerd from the tier's first test on."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        yield pool.submit(_import_images, real_node)
+        yield pool.submit(_import_images, real_node, _builds.images)
 
 
 @pytest.fixture(autouse=True)
@@ -91,9 +114,8 @@ def _start_importing(_images_imported: Future[None]) -> None:
     """Every test of the tier starts the import (the first one really does)."""
 
 
-def _import_images(real_node: RealNode) -> None:
-    archives = image_builds.ensure_all()
-    node_mod.import_archives(real_node.cluster, list(archives.values()))
+def _import_images(real_node: RealNode, built: Future[dict[str, Path]]) -> None:
+    node_mod.import_archives(real_node.cluster, list(built.result().values()))
 
 
 @pytest.fixture(scope="session")
@@ -149,7 +171,13 @@ def real_node_pool(name: str, namespaces: list[str], node: RealNode) -> dict[str
 
 
 @pytest.fixture(scope="session")
-def store(real_node: RealNode) -> Iterator[ObjectStore]:
+def tools_built(_builds: Builds) -> None:
+    """kube-router and the object store, built (the background build is awaited)."""
+    _builds.tools.result()
+
+
+@pytest.fixture(scope="session")
+def store(real_node: RealNode, tools_built: None) -> Iterator[ObjectStore]:
     """The rig's S3-compatible object store, on real-0's bridge address."""
     with object_store(node_mod.NODE_IP, real_node.cluster.logs) as running:
         yield running
@@ -233,15 +261,17 @@ def model_on_real_node(
     replicas: int = 1,
     s3: dict[str, Any] | None = None,
     download: dict[str, Any] | None = None,
+    other_tenants: tuple[str, ...] = (),
 ) -> Iterator[str]:
     """A pool on real-0 (with one gateway replica when asked, and ``download`` as its
     ``access.modelDownload``) and the linear model from ``storage`` (with ``s3`` as its
-    store) in ``namespace``; yields the pool's name. On the way out both are deleted and
+    store) in ``namespace``, the pool admitting ``other_tenants`` too; yields the pool's
+    name. On the way out both are deleted and
     their pods awaited gone, so the next test finds the node clean."""
     shoal = Shoal(api)
     core = client.CoreV1Api(api)
     pool = f"real-{uuid.uuid4().hex[:6]}"
-    doc = real_node_pool(pool, [namespace], node)
+    doc = real_node_pool(pool, [namespace, *other_tenants], node)
     if gateway:
         doc["spec"]["gateway"] = {"enabled": True, "replicas": 1}
     if download is not None:

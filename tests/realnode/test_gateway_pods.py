@@ -3,7 +3,8 @@ container writes HAProxy's first configuration from the ConfigMap, haproxy (Debi
 2.6.12 in a stand-in of the official image) serves with its master socket, the agent
 sidecar (the operator's own image, built from the Dockerfile) watches the ConfigMap. A
 tenant's pod calls its model through the gateway's Service with the token its
-projected volume holds, and the model's replica, itself a real pod, answers. The
+projected volume holds, and the model's replica, itself a real pod, answers; tokens for
+another audience, forged ones, another tenant's and a stranger's are refused. The
 tenant's cap changed twice under a steady load of 10,000 requests or more: each change
 reaches HAProxy by a reload and none of the requests fails. The agent killed, the
 kubelet restarts it and the next change of the pool still reaches HAProxy. And the
@@ -18,15 +19,18 @@ import re
 import uuid
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from e2e.cluster import netpol
+from e2e.gateway_pods import service_account_token
 from e2e.install import Kubectl
+from e2e.linear_model import BODY
 from e2e.operator import OperatorProcess
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
 from shoal.gateway.agent import digest
-from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_name
+from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
 from shoal.render.names import SERVING_CONTAINER
 from tests.conftest import RealNode, fresh_namespace
 from tests.realnode.conftest import (
@@ -86,10 +90,16 @@ def served_pool(
     core = client.CoreV1Api(api)
     shoal = Shoal(api)
     directory = tmp_path_factory.mktemp("model")
+    neighbour = fresh_namespace(core, "neighbour")
     with (
         claim_of_model(api, core, module_namespace, directory) as (claim, _),
         model_on_real_node(
-            api, module_namespace, real_node, f"pvc://{claim}/linear", gateway=True
+            api,
+            module_namespace,
+            real_node,
+            f"pvc://{claim}/linear",
+            gateway=True,
+            other_tenants=(neighbour,),
         ) as pool,
     ):
         wait_ready(shoal, module_namespace, "linear", timeout=240)
@@ -100,6 +110,14 @@ def served_pool(
             timeout=180,
         )
         yield pool
+    core.delete_namespace(neighbour)
+
+
+def _infer(url: str, bearer: str | None, **headers: str) -> httpx.Response:
+    sent = dict(headers)
+    if bearer is not None:
+        sent["Authorization"] = f"Bearer {bearer}"
+    return httpx.post(f"{url}/v2/models/linear/infer", json=BODY, headers=sent, timeout=10)
 
 
 def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
@@ -114,6 +132,10 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
     namespace, pool = module_namespace, served_pool
     status = shoal.get("TenantPool", pool).get("status") or {}
     assert condition({"status": status}, "GatewayReady")["status"] == "True"
+    assert status["gateway"]["audience"] == audience(pool)
+    model = shoal.get("InferenceModel", "linear", namespace)
+    host = f"{gateway_name(pool)}.{DEFAULT_GATEWAY_NAMESPACE}.svc"
+    assert model["status"]["endpoints"]["gateway"] == f"http://{host}:8000/v2/models/linear"
     [pod] = gateway_pods(core, pool)
     assert pod.spec.node_name == real_node.name
     images = sorted(str(c.image) for c in pod.spec.containers)
@@ -148,6 +170,28 @@ def test_a_tenant_pod_calls_its_model_through_the_gateway_pods(
     assert status_code == 200, reply
     assert reply["outputs"][0]["data"] == [0, 1, 2, 3]
     assert answers["none"][0] == 401, answers["none"]
+
+    # Who calls is proven, not claimed: tokens the API server issues, sent to the
+    # gateway's Service from this machine (the node's own network, kube-proxy's rules).
+    aud = audience(pool)
+    mine = service_account_token(core, namespace, aud)
+    reply = _infer(url, mine, **{"X-Request-ID": "req-42"})
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["X-Request-ID"] == "req-42"
+    assert (
+        _infer(url, service_account_token(core, namespace, "another-audience")).status_code == 401
+    )
+    forged = mine[:-8] + ("AAAAAAAA" if not mine.endswith("AAAAAAAA") else "BBBBBBBB")
+    assert _infer(url, forged).status_code == 401
+    # A claimed tenant changes nothing: the token's namespace is the tenant.
+    neighbour = next(
+        n for n in shoal.get("TenantPool", pool)["spec"]["tenants"]["namespaces"] if n != namespace
+    )
+    assert _infer(url, mine, **{"X-Shoal-Tenant": neighbour}).status_code == 200
+    # Another tenant of the same pool reaches only its own models; a namespace the pool
+    # does not admit is refused at the door.
+    assert _infer(url, service_account_token(core, neighbour, aud)).status_code == 404
+    assert _infer(url, service_account_token(core, "default", aud)).status_code == 403
 
     # The tenant's cap changed twice while it sends steadily: each change reaches
     # HAProxy through the ConfigMap and a reload, and not one request fails.
@@ -261,7 +305,7 @@ print(json.dumps(seen))
 
 
 @pytest.fixture(scope="module")
-def enforced(real_node: RealNode) -> Iterator[None]:
+def enforced(real_node: RealNode, tools_built: None) -> Iterator[None]:
     with netpol.enforcing(real_node.cluster, real_node.name):
         yield
 
