@@ -456,7 +456,15 @@ def test_no_warmup_no_cache_no_parameters_unless_asked() -> None:
 # ------------------------------------------------------------------ model files
 
 
-COMMON = ["copy", "--config=/dev/null", "--retries=5", "--stats-one-line", "-v"]
+COMMON = [
+    "copy",
+    "--config=/dev/null",
+    "--retries=5",
+    "--ignore-times",
+    "--error-on-no-transfer",
+    "--stats-one-line",
+    "-v",
+]
 
 
 @pytest.mark.parametrize(
