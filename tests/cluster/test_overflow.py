@@ -79,8 +79,17 @@ def test_a_model_overflows_into_a_pool_that_admits_it_and_unset_removes_the_twin
         )
         assert refused["message"].startswith(f"spec.overflow.pool: TenantPool {spill}"), refused
         assert _twin_objects(api, namespace) == []
-        # The model itself serves meanwhile.
-        assert condition(shoal.get(IM, "ranker", namespace), "Ready").get("status") == "True"
+        # The model itself serves meanwhile. (The refusal is said in the model's first
+        # pass, before its replica runs: Ready is awaited, not read at once.)
+        wait_for(
+            "the model Ready while its overflow is refused",
+            lambda: shoal.get(IM, "ranker", namespace),
+            lambda m: (
+                condition(m, "Ready").get("status") == "True"
+                and condition(m, "OverflowReady").get("reason") == "NotAdmitted"
+            ),
+            timeout=60,
+        )
 
         shoal.patch("TenantPool", spill, {"spec": {"tenants": {"namespaces": [namespace]}}})
         ready, status = wait_for(
