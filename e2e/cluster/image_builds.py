@@ -10,7 +10,8 @@
 
 Each image is cached as a ``docker-archive`` tar (what ``ctr images import`` reads, with
 its name) under ``~/.cache/shoal/images/``, keyed by its inputs and its base's key, so a
-second build is a file lookup. buildah keeps its own storage beside it; an image whose
+second build is a file lookup; a new build deletes the archives of that image's earlier
+builds. buildah keeps its own storage beside it; an image whose
 archive is cached but not in that storage is loaded back from the archive when another
 image builds on it.
 
@@ -266,8 +267,18 @@ def ensure(name: str, log: Callable[[str], None] = print) -> Path:
         _build_from_file(image)
     saved = _save(name)
     _record(name)
+    _prune_superseded(name)
     log(f"built image {name} in {time.monotonic() - started:.0f} s")
     return saved
+
+
+def _prune_superseded(name: str) -> None:
+    """Delete the archives of ``name``'s earlier builds: each is hundreds of MiB, and a
+    change to any input (the README included, for the operator) makes a new one."""
+    current = archive(name)
+    for old in current.parent.glob(f"{IMAGES[name].stem}-*.tar"):
+        if old != current:
+            old.unlink(missing_ok=True)
 
 
 def _marker(name: str) -> Path:
