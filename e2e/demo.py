@@ -55,7 +55,8 @@ from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_na
 
 REPO = Path(__file__).resolve().parent.parent
 OBJECTS = REPO / "e2e" / "demo.yaml"
-GATEWAYS = REPO / "manifests" / "base" / "gateways.yaml"
+GATEWAYS = REPO / "manifests" / "gateways"
+GATEWAY_RIGHTS = REPO / "manifests" / "base" / "gateway-rights.yaml"
 NAMESPACE, POOL, MODEL = "shoal-demo", "demo", "linear"
 VOLUME = "shoal-demo-model-store"
 CALLER = "caller"
@@ -289,10 +290,11 @@ def main() -> int:
     say(f"using the {where} ({target.kubeconfig})")
     kubectl = kubectl_for(target.kubeconfig)
     install_crds(kubectl)
-    # The namespace the pools' gateways run in, their ServiceAccount and the rights the
+    # The namespace the pools' gateways run in, their ServiceAccount, and the rights the
     # operator has there (the rest of manifests/base is the operator's own Deployment,
     # which this demo runs in the foreground instead).
-    kubectl("apply", "--server-side", "--force-conflicts", f"--filename={GATEWAYS}")
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(GATEWAYS))
+    kubectl("apply", "--server-side", "--force-conflicts", f"--filename={GATEWAY_RIGHTS}")
     say(f"CRDs, admission policy and {GATEWAYS.relative_to(REPO)} applied")
     # A supervisor's (or timeout's) SIGTERM stops the demo like Ctrl-C: Prometheus and
     # the adapter it started go with it instead of outliving it.

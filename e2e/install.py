@@ -56,10 +56,17 @@ def install_crds(kubectl: Kubectl) -> list[str]:
 
 def operator_kubeconfig(admin_kubeconfig: Path, kubectl: Kubectl, path: Path) -> Path:
     """Writes to ``path`` a kubeconfig holding only the shoal-operator ServiceAccount's
-    token, after applying manifests/base (namespace, ServiceAccount, least-privilege
-    ClusterRole, Deployment): whoever runs the operator with it has exactly the rights
-    the shipped manifests grant."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "manifests" / "base"))
+    token, after applying manifests/gateways and manifests/base (namespace,
+    ServiceAccount, least-privilege ClusterRole, Deployment): whoever runs the operator
+    with it has exactly the rights the shipped manifests grant."""
+    for kustomization in ("gateways", "base"):
+        kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            str(REPO / "manifests" / kustomization),
+        )
     token = kubectl(
         "create", "token", "shoal-operator", "--namespace=shoal-system", "--duration=6h"
     ).strip()

@@ -59,7 +59,11 @@ def test_deletes_only_the_kinds_a_planner_prunes() -> None:
 def test_the_gateway_namespaces_roles_grant_only_what_is_used() -> None:
     """In the gateways' namespace: the agent reads ConfigMaps; the operator may delete a
     gateway's objects there (when a pool stops having one), nowhere else."""
-    docs = list(yaml.safe_load_all((RBAC.parent / "gateways.yaml").read_text()))
+    manifests = RBAC.parents[1]
+    docs = [
+        *yaml.safe_load_all((manifests / "gateways" / "gateways.yaml").read_text()),
+        *yaml.safe_load_all((RBAC.parent / "gateway-rights.yaml").read_text()),
+    ]
     roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Role"}
     assert {d["metadata"]["namespace"] for d in roles.values()} == {"shoal-gateways"}
     assert roles["shoal-gateway"]["rules"] == [

@@ -28,3 +28,12 @@ releases), else by tag. */ -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end -}}
+
+{{- /* On what outlives `helm uninstall` (the gateways' namespace and their agent's
+identity): Helm keeps it, and so do Argo CD and Flux when they own the release
+(shoal.api.constants.KEPT_ON_UNINSTALL). */ -}}
+{{- define "shoal.keptOnUninstall" -}}
+helm.sh/resource-policy: keep
+argocd.argoproj.io/sync-options: Prune=false,Delete=false
+kustomize.toolkit.fluxcd.io/prune: disabled
+{{- end -}}

@@ -53,3 +53,13 @@ APPLIED_ANNOTATION: Final = f"{GROUP}/applied"
 MINIMUM_KUBERNETES: Final = "1.31"
 # The newest the tests run on (the local cluster's version).
 TESTED_KUBERNETES: Final = "1.36"
+
+# On what outlives the operator's uninstall (the CRDs, the gateways' namespace and the
+# gateways' identity there): Helm, Argo CD and Flux each keep an object so annotated when
+# they remove the release or application that installed it. Deleting a CRD deletes every
+# custom resource of its kind; deleting the gateways' namespace cuts every tenant off.
+KEPT_ON_UNINSTALL: Final = {
+    "helm.sh/resource-policy": "keep",
+    "argocd.argoproj.io/sync-options": "Prune=false,Delete=false",
+    "kustomize.toolkit.fluxcd.io/prune": "disabled",
+}

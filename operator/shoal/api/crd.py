@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from shoal.api.batchpolicy import BatchPolicy, BatchPolicySpec, BatchPolicyStatus
 from shoal.api.common import cel_string
-from shoal.api.constants import GROUP, VERSION
+from shoal.api.constants import GROUP, KEPT_ON_UNINSTALL, VERSION
 from shoal.api.inferencemodel import InferenceModel, InferenceModelSpec, InferenceModelStatus
 from shoal.api.tenantpool import TenantPool, TenantPoolSpec, TenantPoolStatus
 
@@ -314,6 +314,7 @@ def crd(kind: Kind) -> Schema:
         "metadata": {
             "name": kind.crd_name,
             "labels": {"app.kubernetes.io/name": "shoal", "app.kubernetes.io/part-of": "shoal"},
+            "annotations": dict(KEPT_ON_UNINSTALL),
         },
         "spec": {
             "group": GROUP,
