@@ -63,6 +63,22 @@ def load(chart: Path = CHART) -> tuple[dict[str, Any], dict[str, Any]]:
     return defaults, schema
 
 
+def _inline(node: Any, root: Mapping[str, Any]) -> Any:
+    """``node`` with each local ``$ref`` (``#/definitions/port``) replaced by what it
+    names, so a value's type reads through the schema's shared definitions."""
+    if isinstance(node, Mapping):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/"):
+            target: Any = root
+            for part in ref[2:].split("/"):
+                target = target[part]
+            return _inline(target, root)
+        return {k: _inline(v, root) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, root) for v in node]
+    return node
+
+
 def _type(schema: Mapping[str, Any] | None, default: Any) -> str:
     """A node's type as a reader wants it: ``list of string``, ``map of string``, with
     an enum's choices or an integer's range."""
@@ -131,7 +147,7 @@ def values(chart: Path = CHART) -> list[Value]:
     """Every value of the chart, a row each, in values.yaml's order (keys only the
     schema declares after their siblings)."""
     defaults, schema = load(chart)
-    properties = schema.get("properties", {})
+    properties = _inline(schema.get("properties", {}), schema)
     keys = [*defaults, *(k for k in properties if k not in defaults)]
     return [row for k in keys for row in _walk(k, properties.get(k), defaults.get(k, UNSET))]
 
@@ -190,6 +206,9 @@ def render(chart: Path = CHART) -> str:
         "ValidatingAdmissionPolicy that refuses models their TenantPool does not admit; and a",
         "Grafana dashboard ConfigMap. With the Prometheus Operator's CRDs it can add a",
         "PrometheusRule (recording rules and alerts), PodMonitors and a ServiceMonitor.",
+        "`serviceAccount.create=false` and `rbac.create=false` leave the operator's account",
+        "and rights to an admin (the gateways' own identity is rendered either way);",
+        "`networkPolicy.enabled` adds a NetworkPolicy for the operator's pods.",
         "",
         "```sh",
         "# from a checkout of the repository",

@@ -16,9 +16,14 @@ import yaml
 from kubernetes import client
 
 from e2e import chart_readme
+from shoal.api.constants import KEPT_ON_UNINSTALL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
-from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, gateway_labels
+from shoal.render.gateway import (
+    DEFAULT_GATEWAY_NAMESPACE,
+    GATEWAY_SERVICE_ACCOUNT,
+    gateway_labels,
+)
 from shoal.render.workload import deployment
 from shoal.settings import Settings
 from tests.support.resources import example
@@ -28,6 +33,7 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "shoal"
 ADMISSION = CHART.parent.parent / "manifests" / "admission"
 RELEASE, NAMESPACE = "shoal-it", "shoal-helm"
 GATEWAYS = "shoal-helm-gateways"
+ENTERPRISE = CHART.parents[1] / "tests" / "support" / "enterprise-values.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +46,9 @@ def without_kustomized_admission(kubectl: Callable[..., str], crds: list[str]) -
 
 
 def test_lint_and_schema(helm: Callable[..., subprocess.CompletedProcess[str]]) -> None:
-    lint = helm("lint", str(CHART))
-    assert lint.returncode == 0, lint.stdout + lint.stderr
+    for values in ((), ("--values", str(ENTERPRISE))):
+        lint = helm("lint", str(CHART), *values)
+        assert lint.returncode == 0, lint.stdout + lint.stderr
     bad = helm("template", RELEASE, str(CHART), "--set", "resyncSeconds=0")
     assert bad.returncode != 0
     assert "resyncSeconds" in bad.stderr
@@ -166,6 +173,327 @@ def test_the_operator_is_scraped_through_its_metrics_service(
     )
     assert monitor["spec"]["endpoints"] == [{"port": "metrics", "honorLabels": True}]
     assert monitor["metadata"]["labels"]["release"] == "kps"
+
+
+RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+# What the chart names without the fullname: the gateways' namespace and their agent's
+# identity (the operator's gateway pods name it), and the admission policy.
+FIXED_NAMES = {"Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def _render(
+    helm: Callable[..., subprocess.CompletedProcess[str]], *args: str
+) -> list[dict[str, Any]]:
+    out = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE, *args)
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    [doc] = [d for d in docs if d["kind"] == kind]
+    return doc
+
+
+def _is_agent_identity(doc: dict[str, Any]) -> bool:
+    return doc["kind"] in {"ServiceAccount", "Role", "RoleBinding"} and (
+        doc["metadata"]["name"] == GATEWAY_SERVICE_ACCOUNT
+    )
+
+
+def _operator_subjects(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(name, namespace) of each subject bound to the operator's rights: every binding's
+    but the gateways' agent's."""
+    return sorted(
+        (subject["name"], subject["namespace"])
+        for d in docs
+        if d["kind"] in {"ClusterRoleBinding", "RoleBinding"} and not _is_agent_identity(d)
+        for subject in d["subjects"]
+    )
+
+
+def _named_from_the_fullname(docs: list[dict[str, Any]], account: str = "") -> set[str]:
+    """The fullnames the release's objects are named from (a name less its -metrics,
+    -leader-election... suffix), leaving out the names the chart fixes and the
+    ServiceAccount named ``account``."""
+    suffix = r"-(metrics|leader-election|dashboard|operator|triton|gateway)$"
+    return {
+        re.sub(suffix, "", d["metadata"]["name"])
+        for d in docs
+        if d["kind"] not in FIXED_NAMES
+        and not _is_agent_identity(d)
+        and not (d["kind"] == "ServiceAccount" and d["metadata"]["name"] == account)
+    }
+
+
+def _selects(match_labels: dict[str, str], labels: dict[str, str]) -> bool:
+    return bool(match_labels) and match_labels.items() <= labels.items()
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Values as Helm merges a values file over values.yaml."""
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(base.get(key), dict)
+        out[key] = _merged(base[key], value) if both else value
+    return out
+
+
+def _network_policy(
+    docs: list[dict[str, Any]], pod_template: dict[str, Any], values: dict[str, Any]
+) -> dict[str, Any]:
+    """The operator's NetworkPolicy, checked against the values it was rendered with
+    (over values.yaml's): it selects the operator's pods; lets in their health and
+    metrics ports (every port the container names, nothing else) from
+    networkPolicy.metricsFrom; lets out the API server's ports (to apiServer.cidrs),
+    DNS where prometheusUrl is set, then networkPolicy.extraEgress."""
+    settings = _merged(yaml.safe_load((CHART / "values.yaml").read_text()), values)
+    wanted = settings["networkPolicy"]
+    policy = _one(docs, "NetworkPolicy")
+    spec = policy["spec"]
+    assert _selects(spec["podSelector"]["matchLabels"], pod_template["metadata"]["labels"])
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    [ingress] = spec["ingress"]
+    container = pod_template["spec"]["containers"][0]
+    assert sorted(p["port"] for p in ingress["ports"]) == sorted(
+        p["name"] for p in container["ports"]
+    )
+    assert {p["protocol"] for p in ingress["ports"]} == {"TCP"}
+    assert ingress.get("from", []) == wanted["metricsFrom"]
+    api, *egress = spec["egress"]
+    assert api["ports"] == [{"protocol": "TCP", "port": p} for p in wanted["apiServer"]["ports"]]
+    assert api.get("to", []) == [{"ipBlock": {"cidr": c}} for c in wanted["apiServer"]["cidrs"]]
+    if settings["prometheusUrl"]:
+        dns, *egress = egress
+        assert dns.get("to", []) == wanted["dns"]["to"]
+        assert sorted((p["protocol"], p["port"]) for p in dns["ports"]) == sorted(
+            (protocol, port) for port in wanted["dns"]["ports"] for protocol in ("TCP", "UDP")
+        )
+    assert egress == wanted["extraEgress"]
+    return policy
+
+
+def test_an_admins_service_account_is_the_one_bound_and_run_as(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """serviceAccount.create=false: the chart creates no ServiceAccount of the
+    operator's, and the Deployment and every binding of the operator's rights (the
+    gateways' namespace's among them) name serviceAccount.name; created, the account
+    bears that name; unnamed, the fullname."""
+    name = "platform-shoal-operator"
+    supplied = _render(
+        helm,
+        *("--set", "serviceAccount.create=false", "--set", f"serviceAccount.name={name}"),
+        *("--set", "serviceAccount.annotations.a=b"),
+    )
+    accounts = [d for d in supplied if d["kind"] == "ServiceAccount"]
+    assert [(a["metadata"]["name"], a["metadata"]["namespace"]) for a in accounts] == [
+        (GATEWAY_SERVICE_ACCOUNT, DEFAULT_GATEWAY_NAMESPACE)
+    ]
+    pod = _one(supplied, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == name
+    # The ClusterRoleBinding, leader election's and the gateways' namespace's.
+    assert _operator_subjects(supplied) == [(name, NAMESPACE)] * 3
+
+    created = _render(helm, "--set", f"serviceAccount.name={name}")
+    account = next(
+        d for d in created if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == name
+    )
+    assert account["metadata"]["namespace"] == NAMESPACE
+    assert _operator_subjects(created) == [(name, NAMESPACE)] * 3
+    default = _render(helm)
+    assert _one(default, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == RELEASE
+    assert _operator_subjects(default) == [(RELEASE, NAMESPACE)] * 3
+    assert RELEASE in {d["metadata"]["name"] for d in default if d["kind"] == "ServiceAccount"}
+
+
+def test_without_rbac_the_chart_renders_only_the_gateways_identity(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """rbac.create=false: no ClusterRole, Role or binding of the operator's; the
+    gateways' agent keeps its ServiceAccount, Role and RoleBinding (their pods run as
+    it), still kept on uninstall; nothing else changes."""
+    default = _render(helm)
+    without = _render(helm, "--set", "rbac.create=false")
+    rbac = [d for d in without if d["kind"] in RBAC_KINDS]
+    assert {(d["kind"], d["metadata"]["name"]) for d in rbac} == {
+        ("Role", GATEWAY_SERVICE_ACCOUNT),
+        ("RoleBinding", GATEWAY_SERVICE_ACCOUNT),
+    }
+    for doc in rbac:
+        assert doc["metadata"]["namespace"] == DEFAULT_GATEWAY_NAMESPACE
+        assert KEPT_ON_UNINSTALL.items() <= doc["metadata"]["annotations"].items()
+    assert _operator_subjects(without) == []
+    dropped = [d for d in default if d not in without]
+    assert sorted(d["kind"] for d in dropped) == sorted(
+        ["ClusterRole", "ClusterRoleBinding"] + ["Role", "RoleBinding"] * 2
+    )
+    assert [d for d in without if d not in default] == []
+
+
+def test_names_follow_the_overrides_and_selectors_the_pods(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """nameOverride renames the objects (<release>-<name>) and the selector labels'
+    app.kubernetes.io/name; fullnameOverride names every object of the release's own.
+    Each selector of the operator's pods (its Deployment's, PodDisruptionBudget's,
+    metrics Service's, NetworkPolicy's) matches the pods' labels, and the
+    ServiceMonitor still selects the metrics Service."""
+    everything = (
+        *("--set", "monitoring.serviceMonitor.enabled=true"),
+        *("--set", "monitoring.podMonitor.enabled=true"),
+        *("--set", "monitoring.prometheusRule.enabled=true"),
+        *("--set", "networkPolicy.enabled=true"),
+    )
+    for overrides, fullname, name in (
+        ((), RELEASE, "shoal"),
+        (("--set", "nameOverride=fish"), f"{RELEASE}-fish", "fish"),
+        (
+            ("--set", "nameOverride=fish", "--set", "fullnameOverride=platform-shoal"),
+            "platform-shoal",
+            "fish",
+        ),
+    ):
+        docs = _render(helm, *everything, *overrides)
+        assert _named_from_the_fullname(docs) == {fullname}, overrides
+        operator = _one(docs, "Deployment")
+        assert operator["metadata"]["name"] == fullname
+        pods = operator["spec"]["template"]["metadata"]["labels"]
+        assert pods["app.kubernetes.io/name"] == name
+        selectors = {
+            "Deployment": operator["spec"]["selector"]["matchLabels"],
+            "PodDisruptionBudget": _one(docs, "PodDisruptionBudget")["spec"]["selector"][
+                "matchLabels"
+            ],
+            "Service": _one(docs, "Service")["spec"]["selector"],
+            "NetworkPolicy": _one(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"],
+        }
+        for kind, selector in selectors.items():
+            assert _selects(selector, pods), (overrides, kind)
+        service = _one(docs, "Service")
+        assert service["metadata"]["name"] == f"{fullname}-metrics"
+        monitor = _one(docs, "ServiceMonitor")["spec"]
+        assert _selects(monitor["selector"]["matchLabels"], service["metadata"]["labels"])
+        assert monitor["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    # A Service's name is a DNS label: its suffix fits within 63 characters.
+    longest = _render(helm, "--set", "fullnameOverride=" + "s" * 63)
+    assert _one(longest, "Service")["metadata"]["name"] == "s" * 55 + "-metrics"
+    assert _one(longest, "Deployment")["metadata"]["name"] == "s" * 63
+    for bad in ("nameOverride=Fish", "fullnameOverride=" + "s" * 64):
+        refused = helm("template", RELEASE, str(CHART), "--set", bad)
+        assert refused.returncode != 0, f"values.schema.json must refuse {bad}"
+
+
+def test_pod_labels_reach_the_pods_and_stay_out_of_the_selectors(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """podLabels label the operator's pods, never a selector (a Deployment's cannot
+    change); the selector's own keys are refused. A topology spread constraint without
+    a labelSelector counts the operator's pods; one with its own keeps it."""
+    docs = _render(
+        helm,
+        *("--set-string", "podLabels.team=ml-platform", "--set-string", "podLabels.tier=1"),
+        *("--set", "topologySpreadConstraints[0].maxSkew=1"),
+        *("--set", "topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone"),
+        *("--set", "topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway"),
+        *("--set", "topologySpreadConstraints[1].maxSkew=2"),
+        *("--set", "topologySpreadConstraints[1].topologyKey=kubernetes.io/hostname"),
+        *("--set", "topologySpreadConstraints[1].whenUnsatisfiable=DoNotSchedule"),
+        *("--set", "topologySpreadConstraints[1].labelSelector.matchLabels.team=ml-platform"),
+    )
+    operator = _one(docs, "Deployment")
+    selector = operator["spec"]["selector"]["matchLabels"]
+    template = operator["spec"]["template"]
+    assert template["metadata"]["labels"] == selector | {"team": "ml-platform", "tier": "1"}
+    for doc in docs:
+        assert "team" not in json.dumps(doc.get("spec", {}).get("selector", {})), doc["kind"]
+    assert "team" not in operator["metadata"]["labels"]
+    assert template["spec"]["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+        },
+        {
+            "maxSkew": 2,
+            "topologyKey": "kubernetes.io/hostname",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"team": "ml-platform"}},
+        },
+    ]
+    assert (
+        "topologySpreadConstraints"
+        not in _one(_render(helm), "Deployment")["spec"]["template"]["spec"]
+    )
+    for key in selector:
+        escaped = key.replace(".", "\\.")
+        refused = helm("template", RELEASE, str(CHART), "--set", f"podLabels.{escaped}=x")
+        assert refused.returncode != 0, f"values.schema.json must refuse podLabels.{key}"
+
+
+def test_the_network_policy_admits_scrapes_and_lets_out_the_api_server(
+    helm: Callable[..., subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:
+    """networkPolicy.enabled: one NetworkPolicy selecting the operator's pods. Its
+    defaults: the health and metrics ports from anywhere, and out only to the API
+    server's ports (any address) with no DNS, which it reaches the API server without;
+    with prometheusUrl, DNS to kube-dns too. The values name the scrapers, the API
+    server's addresses and more egress. Off by default."""
+    assert not [d for d in _render(helm) if d["kind"] == "NetworkPolicy"]
+
+    defaults = {"networkPolicy": {"enabled": True}}
+    docs = _render(helm, "--set", "networkPolicy.enabled=true")
+    template = _one(docs, "Deployment")["spec"]["template"]
+    policy = _network_policy(docs, template, defaults)["spec"]
+    assert "from" not in policy["ingress"][0]
+    assert policy["egress"] == [
+        {"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}
+    ]
+
+    named: dict[str, Any] = {
+        "prometheusUrl": "http://prometheus.monitoring.svc:9090",
+        "networkPolicy": {
+            "enabled": True,
+            "metricsFrom": [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
+                    },
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+                }
+            ],
+            "apiServer": {"cidrs": ["172.18.0.2/32", "fd00::2/128"], "ports": [6443]},
+            "extraEgress": [
+                {
+                    "to": [{"ipBlock": {"cidr": "10.96.0.0/12"}}],
+                    "ports": [{"protocol": "TCP", "port": 9090}],
+                }
+            ],
+        },
+    }
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(named))
+    docs = _render(helm, "--values", str(values))
+    template = _one(docs, "Deployment")["spec"]["template"]
+    policy = _network_policy(docs, template, named)["spec"]
+    dns = policy["egress"][1]
+    assert dns["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ]
+    assert {p["port"] for p in dns["ports"]} == {53}
+    for bad in (
+        "networkPolicy.apiServer.ports[0]=70000",
+        "networkPolicy.apiServer.cidrs[0]=kubernetes.default",
+        "networkPolicy.metricsFrom[0].namespace=monitoring",
+        "networkPolicy.extraEgress[0].ports[0].protocol=HTTP",
+        "networkPolicy.enabled=yes",
+    ):
+        refused = helm("template", RELEASE, str(CHART), "--set", bad)
+        assert refused.returncode != 0, f"values.schema.json must refuse {bad}"
 
 
 def test_install_upgrade_uninstall(
@@ -301,7 +629,6 @@ def test_enterprise_values_reach_the_operator_pod(
     assert bad.returncode != 0, "values.schema.json must refuse a digest that is not one"
 
 
-ENTERPRISE = CHART.parents[1] / "tests" / "support" / "enterprise-values.yaml"
 PROMETHEUS_OPERATOR = "monitoring.coreos.com"
 RESTRICTED = {
     f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")
@@ -364,7 +691,8 @@ def test_every_value_passes_the_api_servers_admission(
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for doc in docs:
         by_kind.setdefault(doc["kind"], []).append(doc)
-    operator = next(d for d in by_kind["Deployment"] if d["metadata"]["name"] == release)
+    fullname = enterprise["fullnameOverride"]
+    operator = next(d for d in by_kind["Deployment"] if d["metadata"]["name"] == fullname)
     pod_template = operator["spec"]["template"]
     pod = pod_template["spec"]
     container = pod["containers"][0]
@@ -382,6 +710,27 @@ def test_every_value_passes_the_api_servers_admission(
     for key in ("nodeSelector", "tolerations", "affinity"):
         assert pod[key] == enterprise[key], key
     assert pod_template["metadata"]["annotations"] == enterprise["podAnnotations"]
+    # Names, labels and the pods' placement.
+    selector = operator["spec"]["selector"]["matchLabels"]
+    assert selector["app.kubernetes.io/name"] == enterprise["nameOverride"]
+    assert pod_template["metadata"]["labels"] == selector | enterprise["podLabels"]
+    assert not selector.keys() & enterprise["podLabels"].keys()
+    accounts = enterprise["serviceAccount"]
+    assert _named_from_the_fullname(docs, accounts["name"]) == {fullname}
+    zone, host = enterprise["topologySpreadConstraints"]
+    assert pod["topologySpreadConstraints"] == [
+        {**zone, "labelSelector": {"matchLabels": selector}},
+        host,
+    ]
+    # The platform's ServiceAccount, bound to the operator's rights (rbac.create).
+    assert pod["serviceAccountName"] == accounts["name"]
+    assert _operator_subjects(docs) == [(accounts["name"], namespace)] * 3
+    operator_rbac = [d for d in docs if d["kind"] in RBAC_KINDS and not _is_agent_identity(d)]
+    assert sorted(d["kind"] for d in operator_rbac) == sorted(
+        ["ClusterRole", "ClusterRoleBinding"] + ["Role", "RoleBinding"] * 2
+    )
+    policy = _network_policy(docs, pod_template, enterprise)
+    assert policy["metadata"]["name"] == fullname
     assert [env[e["name"]] for e in enterprise["extraEnv"]] == enterprise["extraEnv"]
     assert {
         name: env[name].get("value")
@@ -417,11 +766,13 @@ def test_every_value_passes_the_api_servers_admission(
         "nodeSelector": enterprise["gateway"]["nodeSelector"],
         "tolerations": enterprise["gateway"]["tolerations"],
     }
-    account = next(d for d in by_kind["ServiceAccount"] if d["metadata"]["name"] == release)
+    account = next(
+        d for d in by_kind["ServiceAccount"] if d["metadata"]["name"] == accounts["name"]
+    )
     assert account["metadata"]["annotations"] == enterprise["serviceAccount"]["annotations"]
     assert [n["metadata"]["name"] for n in by_kind["Namespace"]] == [gateways]
     assert "ValidatingAdmissionPolicy" in by_kind
-    assert f"{release}-dashboard" in {c["metadata"]["name"] for c in by_kind["ConfigMap"]}
+    assert f"{fullname}-dashboard" in {c["metadata"]["name"] for c in by_kind["ConfigMap"]}
     monitoring = [d for d in docs if d["apiVersion"].startswith(f"{PROMETHEUS_OPERATOR}/")]
     assert sorted(d["kind"] for d in monitoring) == [
         "PodMonitor",

@@ -1,15 +1,33 @@
+{{- /* helm create's naming: nameOverride replaces the chart's name (in the selector
+labels and the fullname), fullnameOverride the whole fullname every object is named
+from. */ -}}
+{{- define "shoal.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "shoal.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "shoal.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "shoal.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "shoal.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- /* The operator's ServiceAccount, created by the chart or by its admin: the given
+name, else the fullname (never the namespace's default account). */ -}}
+{{- define "shoal.serviceAccountName" -}}
+{{- default (include "shoal.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
 {{- define "shoal.labels" -}}
