@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,11 +13,13 @@ import yaml
 from e2e.operator import OperatorProcess
 from kubernetes import client
 
+from shoal.api.constants import KEPT_ON_UNINSTALL
 from tests.support.passes import wait_for_passes
 from tests.support.shoal_objects import Shoal, condition, inference_model, wait_ready
 from tests.support.wait import wait_for
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES, CRDS, MANIFESTS = REPO / "examples", REPO / "crds", REPO / "manifests"
 
 
 def _user_view(obj: dict[str, Any]) -> dict[str, Any]:
@@ -122,32 +126,61 @@ def test_model_pods_pass_the_restricted_pod_security_profile(
         assert all(p.status.phase == "Running" for p in pods)
 
 
-def test_kustomize_default_installs_the_crds_and_the_operator(
+def test_kustomize_installs_in_parts_and_deleting_the_operator_keeps_the_tenants(
     kubectl: Callable[..., str], crds: list[str]
 ) -> None:
-    """`kubectl apply -k manifests/default` as a cluster admin would (server-side)."""
-    out = kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-k",
-        str(EXAMPLES.parent / "manifests" / "default"),
-    )
+    """`kubectl apply -k` of crds, manifests/gateways and manifests/default, as a cluster
+    admin would (server-side). What outlives the operator carries the keep annotations of
+    Helm, Argo CD and Flux, as the API server stores it. Then `kubectl delete -k
+    manifests/default` in a server-side dry run: it would delete exactly the objects of
+    manifests/default (the operator's), no CRD and nothing in the gateways' namespace
+    but the operator's own Role there."""
+    parts = {name: MANIFESTS / name for name in ("gateways", "default", "admission")}
+    installed = kubectl("apply", "--server-side", "--force-conflicts", "-k", str(CRDS))
+    for name in ("gateways", "default", "admission"):
+        installed += kubectl("apply", "--server-side", "--force-conflicts", "-k", str(parts[name]))
     for expected in (
         "customresourcedefinition.apiextensions.k8s.io/inferencemodels.shoal.dev",
+        "namespace/shoal-gateways",
+        "serviceaccount/shoal-gateway",
         "clusterrole.rbac.authorization.k8s.io/shoal-operator",
         "serviceaccount/shoal-operator",
         "deployment.apps/shoal-operator",
+        "validatingadmissionpolicy",
     ):
-        assert expected in out, out
-    admission = kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-k",
-        str(EXAMPLES.parent / "manifests" / "admission"),
-    )
-    assert "validatingadmissionpolicy" in admission
+        assert expected in installed, installed
+
+    for kept in (CRDS, parts["gateways"]):
+        for doc in yaml.safe_load_all(kubectl("kustomize", str(kept))):
+            namespace = doc["metadata"].get("namespace")
+            where = [f"--namespace={namespace}"] if namespace else []
+            live = json.loads(
+                kubectl("get", doc["kind"], doc["metadata"]["name"], *where, "-o", "json")
+            )
+            annotations = live["metadata"].get("annotations") or {}
+            assert KEPT_ON_UNINSTALL.items() <= annotations.items(), (doc["kind"], annotations)
+
+    operator = [d for d in yaml.safe_load_all(kubectl("kustomize", str(parts["default"]))) if d]
+    dry_run = kubectl("delete", "--dry-run=server", "-k", str(parts["default"]))
+    deleted = {
+        (kind.split(".", 1)[0], name, namespace)
+        for kind, name, namespace in re.findall(
+            r'^(\S+) "([^"]+)" deleted(?: from (\S+) namespace)? \(server dry run\)$',
+            dry_run,
+            re.M,
+        )
+    }
+    assert deleted == {
+        (d["kind"].lower(), d["metadata"]["name"], d["metadata"].get("namespace", ""))
+        for d in operator
+    }, dry_run
+    assert "customresourcedefinition" not in {kind for kind, _, _ in deleted}
+    assert ("namespace", "shoal-gateways", "") not in deleted
+    assert not {(k, n) for k, n, _ in deleted} & {("serviceaccount", "shoal-gateway")}
+    in_gateways = {
+        d["kind"] for d in operator if d["metadata"].get("namespace") == "shoal-gateways"
+    }
+    assert in_gateways == {"Role", "RoleBinding"}  # the operator's own rights there
 
 
 def test_the_operators_own_pod_passes_the_restricted_profile(

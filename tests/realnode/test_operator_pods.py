@@ -11,20 +11,36 @@ own operator process is paused throughout, so the chart's replicas do all the wo
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from e2e.gateway_pods import service_account_token
+from e2e.linear_model import BODY
 from e2e.operator import OperatorProcess, paused
 from kubernetes import client
+from kubernetes.utils import create_from_dict
 
 from shoal.leader import LEASE_NAME
+from shoal.render.gateway import audience, gateway_name
 from tests.conftest import RealNode
-from tests.realnode.conftest import container_status, pod_ready, signal_container
-from tests.support.shoal_objects import Shoal, inference_model, wait_ready
+from tests.realnode.conftest import (
+    LOAD_SCRIPT,
+    claim_of_model,
+    container_status,
+    load_tally,
+    model_on_real_node,
+    model_pods,
+    pod_ready,
+    signal_container,
+    tenant_pod,
+)
+from tests.support.shoal_objects import Shoal, condition, inference_model, wait_ready
 from tests.support.wait import wait_for
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "shoal"
@@ -32,14 +48,15 @@ RELEASE = "shoal-real"
 Helm = Callable[..., subprocess.CompletedProcess[str]]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def release(
     helm: Helm, core: client.CoreV1Api, real_node: RealNode, shoal_images: dict[str, str]
 ) -> Iterator[str]:
-    """The chart installed on real-0 into a namespace enforcing the restricted profile;
-    yields the namespace. Its own gateway namespace keeps it apart from the other
-    tiers' objects, and the admission policy stays the kustomized copy the session
-    installed (the cluster tier installs the chart's)."""
+    """The chart installed on real-0 into a namespace enforcing the restricted profile,
+    the pools' gateways placed on real-0 too; yields the namespace. Its own gateway
+    namespace keeps it apart from the other tiers' objects, and the admission policy
+    stays the kustomized copy the session installed (the cluster tier installs the
+    chart's). This module's tests share it; the last one uninstalls and reinstalls it."""
     namespace = f"shoal-real-{uuid.uuid4().hex[:5]}"
     restricted = {
         f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn", "audit")
@@ -47,25 +64,38 @@ def release(
     core.create_namespace(
         client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace, labels=restricted))
     )
-    placement = real_node.placement()
-    install = helm(
-        "install",
-        RELEASE,
-        str(CHART),
-        *("--namespace", namespace),
-        *("--set", f"gateway.namespace={namespace}-gateways"),
-        *("--set", "admissionPolicy.enabled=false"),
-        *("--set-json", f"nodeSelector={json.dumps(placement['nodeSelector'])}"),
-        *("--set-json", f"tolerations={json.dumps(placement['tolerations'])}"),
-        *("--wait", "--timeout", "180s"),
-    )
+    install = install_release(helm, real_node, namespace)
     try:
         assert install.returncode == 0, install.stdout + install.stderr
         yield namespace
     finally:
-        # The chart's gateway namespace goes with the release.
         helm("uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "120s")
+        # The gateways' namespace outlives the release (docs/operations.md, Uninstall).
+        core.delete_namespace(gateways_of(namespace))
         core.delete_namespace(namespace)
+
+
+def gateways_of(namespace: str) -> str:
+    return f"{namespace}-gateways"
+
+
+def install_release(
+    helm: Helm, real_node: RealNode, namespace: str
+) -> subprocess.CompletedProcess[str]:
+    placement = real_node.placement()
+    return helm(
+        "install",
+        RELEASE,
+        str(CHART),
+        *("--namespace", namespace),
+        *("--set", f"gateway.namespace={gateways_of(namespace)}"),
+        *("--set", "admissionPolicy.enabled=false"),
+        *("--set-json", f"nodeSelector={json.dumps(placement['nodeSelector'])}"),
+        *("--set-json", f"tolerations={json.dumps(placement['tolerations'])}"),
+        *("--set-json", f"gateway.nodeSelector={json.dumps(placement['nodeSelector'])}"),
+        *("--set-json", f"gateway.tolerations={json.dumps(placement['tolerations'])}"),
+        *("--wait", "--timeout", "180s"),
+    )
 
 
 def _pods(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:
@@ -171,3 +201,119 @@ def test_the_charts_operator_leads_hands_over_and_is_restarted_when_hung(
         )
         for name in ("after-handover", "after-hang"):
             shoal.delete("InferenceModel", name, namespace)
+
+
+def test_uninstalling_the_chart_leaves_every_tenant_serving(
+    api: client.ApiClient,
+    core: client.CoreV1Api,
+    helm: Helm,
+    operator: OperatorProcess,
+    namespace: str,
+    real_node: RealNode,
+    release: str,
+    shoal_images: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """`helm uninstall` while a tenant's pod sends through its pool's gateway to a model,
+    all of them pods on real-0 that the chart's operator made: not one request fails,
+    the model's and the gateway's pods are the same pods, the gateways' namespace and
+    every custom resource stay. Installed again under the same name, the chart adopts
+    what it kept and its operator takes the pool's next change to the same gateway."""
+    shoal = Shoal(api)
+    gateways = gateways_of(release)
+    with (
+        paused(operator),
+        claim_of_model(api, core, namespace, tmp_path) as (claim, _),
+        model_on_real_node(
+            api, namespace, real_node, f"pvc://{claim}/linear", gateway=True
+        ) as pool,
+    ):
+        wait_ready(shoal, namespace, "linear", timeout=240)
+        [gateway] = wait_for(
+            "the pool's gateway pod Ready",
+            lambda: _gateway_pods(core, gateways, pool),
+            lambda ps: len(ps) == 1 and pod_ready(ps[0]),
+            timeout=180,
+        )
+        [model] = model_pods(core, namespace)
+        service = core.read_namespaced_service(gateway_name(pool), gateways)
+        url = f"http://{service.spec.cluster_ip}:8000"
+        # The gateway routes to the replica once its agent has reloaded with it.
+        token = service_account_token(core, namespace, audience(pool))
+        wait_for(
+            "the gateway to route to the model",
+            lambda: (
+                httpx.post(
+                    f"{url}/v2/models/linear/infer",
+                    json=BODY,
+                    headers={"Authorization": f"Bearer {token}"},
+                    timeout=10,
+                ).status_code
+            ),
+            lambda code: code == 200,
+            timeout=60,
+        )
+        load = tenant_pod(
+            real_node,
+            shoal_images["operator"],
+            url,
+            pool,
+            name="tenant-load",
+            script=LOAD_SCRIPT,
+            env={"REQUESTS": "2000", "SECONDS": "15", "THREADS": "4"},
+        )
+        create_from_dict(api, load, namespace=namespace)
+        wait_for(
+            "the load to be answered",
+            lambda: str(core.read_namespaced_pod_log("tenant-load", namespace)),
+            lambda log: load_tally(log)["outcomes"] != {},
+            timeout=90,
+        )
+
+        uninstall = helm("uninstall", RELEASE, "--namespace", release, "--wait")
+        assert uninstall.returncode == 0, uninstall.stdout + uninstall.stderr
+        wait_for("the operator's pods gone", lambda: _pods(core, release), lambda ps: not ps)
+        assert core.read_namespaced_pod("tenant-load", namespace).status.phase == "Running", (
+            "the load ended before the uninstall: it was not made under load"
+        )
+        finished = wait_for(
+            "the load to finish",
+            lambda: core.read_namespaced_pod("tenant-load", namespace),
+            lambda p: str(p.status.phase) in ("Succeeded", "Failed"),
+            timeout=180,
+        )
+        log = str(core.read_namespaced_pod_log("tenant-load", namespace))
+        assert finished.status.phase == "Succeeded", log
+        tally = load_tally(log)
+        print(f"across helm uninstall: {tally}")
+        assert tally["outcomes"] == {"200": sum(tally["outcomes"].values())}, tally
+        assert [p.metadata.uid for p in _gateway_pods(core, gateways, pool)] == [
+            gateway.metadata.uid
+        ]
+        assert [p.metadata.uid for p in model_pods(core, namespace)] == [model.metadata.uid]
+        assert core.read_namespace(gateways).status.phase == "Active"
+        assert shoal.get("TenantPool", pool)["metadata"].get("deletionTimestamp") is None
+        assert condition(shoal.get("InferenceModel", "linear", namespace), "Ready")["status"] == (
+            "True"
+        )
+
+        cap = re.compile(r"maxconn 3\b")
+        config = core.read_namespaced_config_map(gateway_name(pool), gateways).data or {}
+        assert not cap.search(config["haproxy.cfg"])
+        again = install_release(helm, real_node, release)
+        assert again.returncode == 0, again.stdout + again.stderr
+        shoal.patch("TenantPool", pool, {"spec": {"gateway": {"limits": {"concurrency": 3}}}})
+        wait_for(
+            "the reinstalled operator to take the pool's change to its gateway",
+            lambda: core.read_namespaced_config_map(gateway_name(pool), gateways),
+            lambda cm: cap.search((cm.data or {}).get("haproxy.cfg", "")) is not None,
+            timeout=90,
+        )
+        assert [p.metadata.uid for p in model_pods(core, namespace)] == [model.metadata.uid]
+        core.delete_namespaced_pod("tenant-load", namespace)
+
+
+def _gateway_pods(core: client.CoreV1Api, namespace: str, pool: str) -> list[client.V1Pod]:
+    selector = f"app.kubernetes.io/instance={gateway_name(pool)}"
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+    return [p for p in pods if p.metadata.deletion_timestamp is None]
