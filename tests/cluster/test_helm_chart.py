@@ -19,6 +19,7 @@ from e2e import chart_readme
 from shoal.api.constants import KEPT_ON_UNINSTALL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
+from shoal.doctor.checks import OPERATOR_SELECTOR
 from shoal.render.gateway import (
     DEFAULT_GATEWAY_NAMESPACE,
     GATEWAY_SERVICE_ACCOUNT,
@@ -337,7 +338,8 @@ def test_names_follow_the_overrides_and_selectors_the_pods(
     app.kubernetes.io/name; fullnameOverride names every object of the release's own.
     Each selector of the operator's pods (its Deployment's, PodDisruptionBudget's,
     metrics Service's, NetworkPolicy's) matches the pods' labels, and the
-    ServiceMonitor still selects the metrics Service."""
+    ServiceMonitor still selects the metrics Service; `shoal doctor` still finds the
+    operator's Deployment."""
     everything = (
         *("--set", "monitoring.serviceMonitor.enabled=true"),
         *("--set", "monitoring.podMonitor.enabled=true"),
@@ -369,6 +371,9 @@ def test_names_follow_the_overrides_and_selectors_the_pods(
         }
         for kind, selector in selectors.items():
             assert _selects(selector, pods), (overrides, kind)
+        # `shoal doctor` finds the operator whatever the name.
+        doctor = dict(pair.split("=") for pair in OPERATOR_SELECTOR.split(","))
+        assert _selects(doctor, operator["metadata"]["labels"]), overrides
         service = _one(docs, "Service")
         assert service["metadata"]["name"] == f"{fullname}-metrics"
         monitor = _one(docs, "ServiceMonitor")["spec"]

@@ -30,8 +30,11 @@ name, else the fullname (never the namespace's default account). */ -}}
 {{- default (include "shoal.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{- /* part-of stays "shoal" whatever nameOverride says: `shoal doctor` finds the
+operator by it (shoal.doctor.checks.OPERATOR_SELECTOR). */ -}}
 {{- define "shoal.labels" -}}
 {{ include "shoal.selectorLabels" . }}
+app.kubernetes.io/part-of: shoal
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}

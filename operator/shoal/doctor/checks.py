@@ -43,8 +43,9 @@ CRD_NAMES = tuple(kind.crd_name for kind in KINDS)
 _PARAM_KIND = admission_policy()[0]["spec"]["paramKind"]["kind"]
 PARAM_CRD = next(kind.crd_name for kind in KINDS if kind.name == _PARAM_KIND)
 MANAGED = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
-# The operator's pods, in the chart and in manifests/base.
-OPERATOR_SELECTOR = "app.kubernetes.io/name=shoal,app.kubernetes.io/component=operator"
+# The operator's Deployments, in the chart (whatever its nameOverride) and in
+# manifests/base.
+OPERATOR_SELECTOR = "app.kubernetes.io/part-of=shoal,app.kubernetes.io/component=operator"
 # The metrics API each kind of HPA metric is read from.
 METRIC_GROUPS = {
     "Pods": "custom.metrics.k8s.io",
