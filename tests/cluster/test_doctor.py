@@ -32,7 +32,7 @@ from shoal.leader import LEASE_NAME
 from shoal.render.autoscaler import horizontal_autoscaler
 from shoal.render.batching import effective_batching
 from tests.support.doctor import doctor
-from tests.support.shoal_objects import inference_model, shared_pool
+from tests.support.shoal_objects import Shoal, inference_model, shared_pool
 from tests.support.wait import wait_for
 
 POLICY = REPO / "manifests" / "admission" / "admission-policy.yaml"
@@ -277,3 +277,36 @@ def test_the_doctor_reads_with_the_operators_client(api: client.ApiClient, crds:
     live = Cluster(Kube(api)).crd(CRD_NAMES[0])
     assert live is not None
     assert check_crd(CRD_NAMES[0], live).status is Status.OK
+
+
+def test_gpu_nodes_and_their_products_are_checked_against_the_pools(
+    api: client.ApiClient,
+    crds: list[str],
+    kube_target: Target,
+    gpu_nodes: list[client.V1Node],
+    namespace: str,
+) -> None:
+    """The simulated GPU nodes advertise nvidia.com/gpu and carry GPU Feature
+    Discovery's product label, as the device plugin and GFD would: ok. A pool that places
+    its models on a product no node carries fails, named; once it is gone, ok again."""
+    status, found = doctor(kube_target, "gpus")
+    assert status == 0, found
+    nodes = found["nvidia.com/gpu on nodes"]
+    assert nodes["status"] == Status.OK
+    assert f"{len(gpu_nodes)} nodes advertise" in nodes["message"]
+    shoal = Shoal(api)
+    name = f"pool-{uuid.uuid4().hex[:8]}"
+    doc = shared_pool(name, [namespace])
+    doc["spec"]["placement"]["gpuProduct"] = "NVIDIA-B200"
+    shoal.create(doc)
+    try:
+        status, found = doctor(kube_target, "gpus")
+        assert status == 1
+        missing = found["nvidia.com/gpu.product=NVIDIA-B200"]
+        assert missing["status"] == Status.FAIL
+        assert name in missing["message"]
+        assert "NVIDIA-H100" in missing["message"]  # the products the nodes do carry
+    finally:
+        shoal.delete("TenantPool", name)
+    status, found = doctor(kube_target, "gpus")
+    assert "nvidia.com/gpu.product=NVIDIA-B200" not in found

@@ -20,7 +20,9 @@ from shoal.cli import main
 from shoal.doctor import checks, report
 from shoal.doctor.findings import (
     AUTOSCALERS,
+    CAPACITY,
     CRDS,
+    GPUS,
     METRICS_API,
     PROMETHEUS,
     Finding,
@@ -616,6 +618,30 @@ class FakeKube:
         return self.lists.get(f"{kind}/{namespace}", [])
 
 
+def gpu_node(name: str, gpus: int, product: str | None = None) -> Obj:
+    labels = {"nvidia.com/gpu.product": product} if product else {}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": str(gpus)}},
+    }
+
+
+def cpu_node(name: str) -> Obj:
+    return {"metadata": {"name": name, "labels": {}}, "status": {"allocatable": {"cpu": "8"}}}
+
+
+def pool(name: str, product: str | None = None, capacity: bool = False) -> Obj:
+    spec: Obj = {"placement": {"gpuProduct": product} if product else {}}
+    if capacity:
+        spec["capacity"] = {"gpus": 4}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def model(namespace: str, name: str, gpus: int | None = None) -> Obj:
+    runtime = {} if gpus is None else {"gpus": gpus}
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": {"runtime": runtime}}
+
+
 def healthy_cluster() -> FakeKube:
     crds = live_crds()
     policy, binding = policy_and_binding()
@@ -629,8 +655,13 @@ def healthy_cluster() -> FakeKube:
         f"/apis/coordination.k8s.io/v1/namespaces/shoal-system/leases/{LEASE_NAME}": lease(),
         "/apis/apiregistration.k8s.io/v1/apiservices": {"items": [api_service()]},
         "/apis/custom.metrics.k8s.io/v1beta2": {"resources": served_resources()},
+        "/api/v1/nodes": {
+            "items": [gpu_node("gpu-0", 8, "NVIDIA-H100-80GB-HBM3"), cpu_node("cpu-0")]
+        },
     }
     lists = {
+        "TenantPool/None": [pool("critical", "NVIDIA-H100-80GB-HBM3")],
+        "InferenceModel/None": [model("team-search", "ranker", gpus=1)],
         "Deployment/None": [deployment()],
         "HorizontalPodAutoscaler/None": shoal_hpas(),
         "HorizontalPodAutoscaler/team-search": shoal_hpas()[:1],
@@ -694,7 +725,7 @@ def test_the_report_shows_each_fix_and_json_carries_the_same() -> None:
     text = report.table(findings, width=100)
     assert "FAIL  custom.metrics.k8s.io: no APIService serves it" in text
     assert "      fix: install prometheus-adapter" in text
-    assert text.rstrip().endswith("shoal doctor: problems found (8 ok, 1 fail, 1 skip)")
+    assert text.rstrip().endswith("shoal doctor: problems found (11 ok, 1 fail, 1 skip)")
     data = json.loads(report.as_json(findings))
     assert data["ok"] is False
     assert {"check", "name", "status", "message", "fix"} == set(data["findings"][0])
@@ -708,3 +739,62 @@ def test_the_command_explains_missing_credentials(
 ) -> None:
     assert main(["doctor", "--kubeconfig", str(tmp_path / "absent")]) == 1
     assert capsys.readouterr().err.startswith("shoal doctor: ")
+
+
+def test_no_gpu_node_fails_while_models_ask_for_gpus_and_names_the_device_plugin() -> None:
+    found = checks.check_gpu_nodes(
+        [cpu_node("cpu-0")], [model("a", "m"), model("b", "cpu-only", gpus=0)], []
+    )
+    assert [(f.status, f.name) for f in found] == [(Status.FAIL, "nvidia.com/gpu on nodes")]
+    assert "1 models ask for GPUs and stay Pending (a/m)" in found[0].message
+    assert "device plugin" in found[0].fix
+    # No model asks for one (yet): a warning, not a failure.
+    quiet = checks.check_gpu_nodes([cpu_node("cpu-0")], [model("b", "cpu", gpus=0)], [])
+    assert [f.status for f in quiet] == [Status.WARN]
+    ok = checks.check_gpu_nodes([gpu_node("g", 8), gpu_node("h", 4)], [model("a", "m")], [])
+    assert [(f.status, f.message) for f in ok] == [(Status.OK, "2 nodes advertise 12 GPUs")]
+
+
+def test_a_gpu_product_no_node_is_labelled_with_fails_naming_its_pools() -> None:
+    nodes = [gpu_node("g", 8, "NVIDIA-A100-SXM4-80GB"), gpu_node("h", 8)]
+    pools = [pool("fast", "NVIDIA-H100-80GB-HBM3"), pool("slow", "NVIDIA-A100-SXM4-80GB")]
+    found = checks.check_gpu_nodes(nodes, [], pools)
+    by_name = {f.name: f for f in found}
+    missing = by_name["nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"]
+    assert missing.status is Status.FAIL
+    assert "pools fast place their models on it" in missing.message
+    assert "products labelled: NVIDIA-A100-SXM4-80GB" in missing.message
+    assert "GPU Feature Discovery" in missing.fix
+    assert by_name["nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB"].status is Status.OK
+    # A label on a node without GPUs does not count.
+    unlabelled = checks.check_gpu_nodes(
+        [gpu_node("cpu-labelled", 0, "NVIDIA-H100-80GB-HBM3")],
+        [],
+        [pool("fast", "NVIDIA-H100-80GB-HBM3")],
+    )
+    assert [f.status for f in unlabelled] == [Status.WARN, Status.FAIL]
+
+
+def test_elastic_pools_without_kueue_warn_that_they_keep_their_hard_quota() -> None:
+    pools = [pool("a", capacity=True), pool("b")]
+    [without] = checks.check_kueue(pools, kueue_served=False)
+    assert without.status is Status.WARN
+    assert "pools a ask for elastic capacity" in without.message
+    assert "HardQuota" in without.message
+    assert "Kueue" in without.fix
+    assert [f.status for f in checks.check_kueue(pools, kueue_served=True)] == [Status.OK]
+    assert [f.status for f in checks.check_kueue([pool("b")], kueue_served=False)] == [Status.OK]
+
+
+def test_the_cluster_checks_read_nodes_pools_models_and_kueues_api() -> None:
+    fake = healthy_cluster()
+    fake.objects["/api/v1/nodes"] = {"items": [cpu_node("cpu-0")]}
+    fake.lists["TenantPool/None"] = [pool("elastic", capacity=True)]
+    findings = run(fake)
+    assert {(f.check, f.status) for f in findings if f.check in (GPUS, CAPACITY)} == {
+        (GPUS, Status.FAIL),
+        (CAPACITY, Status.WARN),
+    }
+    fake.objects["/apis/kueue.x-k8s.io/v1beta2"] = {"resources": []}
+    capacity = [f for f in run(fake) if f.check == CAPACITY]
+    assert [f.status for f in capacity] == [Status.OK]

@@ -15,12 +15,21 @@ from typing import Any
 from shoal.api.admission_policy import NAME as ADMISSION_NAME
 from shoal.api.admission_policy import admission_policy
 from shoal.api.common import parse_duration
-from shoal.api.constants import MANAGED_BY, MANAGED_BY_LABEL, MODEL_LABEL, VERSION
+from shoal.api.constants import (
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    MODEL_LABEL,
+    VERSION,
+)
 from shoal.api.crd import KINDS
 from shoal.doctor.findings import (
     ADMISSION,
     AUTOSCALERS,
+    CAPACITY,
     CRDS,
+    GPUS,
     METRICS_API,
     OPERATOR,
     PROMETHEUS,
@@ -35,6 +44,7 @@ from shoal.render.autoscaler import (
     PREDICTIVE_COOL_DOWN,
     REQUIRED_REPLICAS_METRIC,
 )
+from shoal.render.workload import GPU, GPU_PRODUCT_LABEL
 
 Obj = dict[str, Any]
 
@@ -64,6 +74,20 @@ APPLY_CRDS = (
 APPLY_ADMISSION = (
     "kubectl apply --server-side -k manifests/admission, after the CRDs are Established "
     "(Helm: admissionPolicy.enabled=true)"
+)
+INSTALL_GPU_PLUGIN = (
+    "install the NVIDIA GPU Operator (or its device plugin alone) so that GPU nodes advertise "
+    f"{GPU} (docs/installation.md); see it with kubectl get nodes -o "
+    "custom-columns=NAME:.metadata.name,GPUS:.status.allocatable.nvidia\\.com/gpu"
+)
+INSTALL_GFD = (
+    "install GPU Feature Discovery (part of the GPU Operator) so that GPU nodes carry "
+    f"{GPU_PRODUCT_LABEL}, or correct the pool's placement.gpuProduct; see the labels with "
+    f"kubectl get nodes -L {GPU_PRODUCT_LABEL}"
+)
+INSTALL_KUEUE = (
+    f"install Kueue (it must serve {KUEUE_GROUP}/{KUEUE_VERSION}; docs/elastic-capacity.md), "
+    "or unset spec.capacity on these pools"
 )
 INSTALL_ADAPTER = (
     "install prometheus-adapter pointed at your Prometheus with Shoal's rules "
@@ -745,3 +769,99 @@ def unreadable(check: str, what: str, error: str) -> Finding:
         "run the doctor with credentials that may read it (cluster-admin, or view plus "
         "the cluster-scoped reads)",
     )
+
+
+def _gpus(node: Obj) -> int:
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    try:
+        return int(str(allocatable.get(GPU, "0")))
+    except ValueError:
+        return 0
+
+
+def _wants_gpus(model: Obj) -> bool:
+    runtime = (model.get("spec") or {}).get("runtime") or {}
+    return int(runtime.get("gpus", 1)) > 0  # the API's default is one GPU
+
+
+def check_gpu_nodes(nodes: list[Obj], models: list[Obj], pools: list[Obj]) -> list[Finding]:
+    """Some node advertises GPUs (a device plugin runs), and every GPU product a pool
+    places its models on is a label GPU Feature Discovery put on a GPU node."""
+    gpu_nodes = [n for n in nodes if _gpus(n) > 0]
+    wanting = [ref(m) for m in models if _wants_gpus(m)]
+    out: list[Finding] = []
+    if not gpu_nodes:
+        out.append(
+            Finding(
+                GPUS,
+                f"{GPU} on nodes",
+                Status.FAIL if wanting else Status.WARN,
+                f"no node advertises {GPU}"
+                + (
+                    f": {len(wanting)} models ask for GPUs and stay Pending ({listed(wanting)})"
+                    if wanting
+                    else ": models that ask for GPUs would stay Pending"
+                ),
+                INSTALL_GPU_PLUGIN,
+            )
+        )
+    else:
+        total = sum(_gpus(n) for n in gpu_nodes)
+        out.append(
+            Finding(
+                GPUS, f"{GPU} on nodes", Status.OK, f"{len(gpu_nodes)} nodes advertise {total} GPUs"
+            )
+        )
+    products = {
+        str(((n.get("metadata") or {}).get("labels") or {}).get(GPU_PRODUCT_LABEL))
+        for n in gpu_nodes
+        if GPU_PRODUCT_LABEL in ((n.get("metadata") or {}).get("labels") or {})
+    }
+    asked: dict[str, list[str]] = {}
+    for pool in pools:
+        product = ((pool.get("spec") or {}).get("placement") or {}).get("gpuProduct")
+        if product:
+            asked.setdefault(str(product), []).append(pool["metadata"]["name"])
+    for product, names in sorted(asked.items()):
+        if product in products:
+            out.append(Finding(GPUS, f"{GPU_PRODUCT_LABEL}={product}", Status.OK, "on GPU nodes"))
+            continue
+        seen = f"products labelled: {listed(sorted(products))}" if products else "none labelled"
+        out.append(
+            Finding(
+                GPUS,
+                f"{GPU_PRODUCT_LABEL}={product}",
+                Status.FAIL,
+                f"pools {listed(names)} place their models on it, and no GPU node carries it "
+                f"({seen}): their models stay Pending",
+                INSTALL_GFD,
+            )
+        )
+    return out
+
+
+def check_kueue(pools: list[Obj], kueue_served: bool) -> list[Finding]:
+    """Kueue runs where a pool asks for elastic capacity (``spec.capacity``)."""
+    elastic = [p["metadata"]["name"] for p in pools if (p.get("spec") or {}).get("capacity")]
+    if not elastic:
+        return [Finding(CAPACITY, "Kueue", Status.OK, "no pool asks for elastic capacity")]
+    if kueue_served:
+        return [
+            Finding(
+                CAPACITY,
+                "Kueue",
+                Status.OK,
+                f"{KUEUE_GROUP}/{KUEUE_VERSION} served for {len(elastic)} elastic pools",
+            )
+        ]
+    return [
+        Finding(
+            CAPACITY,
+            "Kueue",
+            Status.WARN,
+            f"pools {listed(elastic)} ask for elastic capacity and the API server does not "
+            f"serve {KUEUE_GROUP}/{KUEUE_VERSION}: they keep their hard quota "
+            "(status.capacity.mode HardQuota) and lend or borrow nothing",
+            INSTALL_KUEUE,
+        )
+    ]

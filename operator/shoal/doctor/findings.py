@@ -7,8 +7,9 @@ from enum import StrEnum
 
 # The checks' groups, in the order they run (what ``shoal doctor --skip`` names).
 CRDS, ADMISSION, OPERATOR = "crds", "admission", "operator"
+GPUS, CAPACITY = "gpus", "capacity"
 METRICS_API, AUTOSCALERS, PROMETHEUS = "metrics-api", "autoscalers", "prometheus"
-CHECKS = (CRDS, ADMISSION, OPERATOR, METRICS_API, AUTOSCALERS, PROMETHEUS)
+CHECKS = (CRDS, ADMISSION, OPERATOR, GPUS, CAPACITY, METRICS_API, AUTOSCALERS, PROMETHEUS)
 
 
 class Status(StrEnum):

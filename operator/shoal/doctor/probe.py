@@ -10,13 +10,16 @@ from dataclasses import dataclass, field
 import httpx
 
 from shoal.api.admission_policy import NAME as ADMISSION_NAME
+from shoal.api.constants import API_VERSION, KUEUE_GROUP, KUEUE_VERSION
 from shoal.api.crd import all_crds
 from shoal.doctor import checks
 from shoal.doctor.checks import CUSTOM_METRICS, Obj
 from shoal.doctor.findings import (
     ADMISSION,
     AUTOSCALERS,
+    CAPACITY,
     CRDS,
+    GPUS,
     METRICS_API,
     OPERATOR,
     PROMETHEUS,
@@ -91,6 +94,20 @@ class Cluster:
         found = self._get(f"/apis/{group}/{version}") or {}
         resources: list[Obj] = found.get("resources") or []
         return resources
+
+    def nodes(self) -> list[Obj]:
+        # Nodes are no kind the operator touches (shoal.api.kinds): read by path.
+        found = self._get("/api/v1/nodes") or {}
+        items: list[Obj] = found.get("items") or []
+        return items
+
+    def custom_resources(self, kind: str) -> list[Obj]:
+        """Every object of one of Shoal's kinds, in every namespace."""
+        return self._list(API_VERSION, kind, None, "")
+
+    def serves(self, group: str, version: str) -> bool:
+        """Whether the API server serves ``group/version`` (Kueue's, say)."""
+        return self._get(f"/apis/{group}/{version}") is not None
 
     def hpas(self, namespaces: Collection[str]) -> list[Obj]:
         """The HPAs Shoal manages, in ``namespaces`` (every namespace when empty)."""
@@ -176,6 +193,22 @@ def diagnose(
             ),
         )
         run(OPERATOR, "operator Deployments and Lease", lambda: _operator(cluster, now()))
+        run(
+            GPUS,
+            "nodes, models and pools",
+            lambda: checks.check_gpu_nodes(
+                cluster.nodes(),
+                cluster.custom_resources("InferenceModel"),
+                cluster.custom_resources("TenantPool"),
+            ),
+        )
+        run(
+            CAPACITY,
+            "pools and Kueue",
+            lambda: checks.check_kueue(
+                cluster.custom_resources("TenantPool"), cluster.serves(KUEUE_GROUP, KUEUE_VERSION)
+            ),
+        )
         run(METRICS_API, "metrics APIs", lambda: _metrics_api(cluster, shoal_hpas()))
         run(AUTOSCALERS, "HorizontalPodAutoscalers", lambda: checks.check_autoscalers(shoal_hpas()))
         run(

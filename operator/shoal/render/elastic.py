@@ -30,7 +30,7 @@ from shoal.api.tenantpool import Capacity, TenantPool
 from shoal.render.names import owner_references
 from shoal.render.schedule import is_open, next_window_change
 from shoal.render.tenancy import NAME_LABEL, named_namespaces
-from shoal.render.workload import GPU
+from shoal.render.workload import GPU, GPU_PRODUCT_LABEL
 
 # Quotas of the resources a pool does not govern: far beyond any cluster, yet their sum
 # over a large cohort stays within Kueue's 64-bit milli-units.
@@ -169,7 +169,7 @@ def resource_flavor(pool: TenantPool) -> dict[str, Any]:
     placement = pool.spec.placement
     labels = dict(placement.node_selector)
     if placement.gpu_product:
-        labels["nvidia.com/gpu.product"] = placement.gpu_product
+        labels[GPU_PRODUCT_LABEL] = placement.gpu_product
     spec: dict[str, Any] = {}
     if labels:
         spec["nodeLabels"] = labels

@@ -39,6 +39,8 @@ GRACE_SECONDS = 30
 # before Triton stops accepting them.
 PRESTOP_SLEEP_SECONDS = 5
 GPU = "nvidia.com/gpu"
+# GPU Feature Discovery's label naming a node's GPU model (a pool's placement.gpuProduct).
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 # The response cache's size when the model does not say.
 DEFAULT_CACHE_BYTES = 256 * 2**20
 
@@ -163,7 +165,7 @@ def deployment(
     if queue is None:
         node_selector.update(pool.placement.node_selector)
         if pool.placement.gpu_product:
-            node_selector["nvidia.com/gpu.product"] = pool.placement.gpu_product
+            node_selector[GPU_PRODUCT_LABEL] = pool.placement.gpu_product
         tolerations += [t.to_wire() for t in pool.placement.tolerations]
     if runtime.gpus:
         # GPU nodes are commonly tainted so that only GPU workloads land there.
