@@ -1001,6 +1001,75 @@ CROSS_FIELD = _cases(
     ),
 )
 
+# A backend given a field it cannot use, or a device it cannot run on: Triton would
+# refuse the rendered config, or the field would change nothing (docs/backends.md).
+# From the Python model ads-ctr: its BatchPolicy is dropped for vllm, which refuses one.
+_VLLM = (("spec.model.backend", "vllm"), ("spec.batchPolicy", DELETE))
+_TENSOR = {"name": "prompt", "dataType": "STRING", "dims": [1]}
+BACKENDS = _cases(
+    IM,
+    "ads-ctr",
+    (
+        "im-vllm-inputs",
+        (*_VLLM, ("spec.model.inputs", [_TENSOR])),
+        ("spec.model.inputs", "inputs do not apply to backend vllm"),
+    ),
+    (
+        "im-vllm-outputs",
+        (*_VLLM, ("spec.model.outputs", [{**_TENSOR, "name": "answer"}])),
+        ("spec.model.outputs", "outputs do not apply to backend vllm"),
+    ),
+    (
+        "im-vllm-warmup",
+        (*_VLLM, ("spec.model.warmup", {"batchSizes": [1]})),
+        ("spec.model.warmup", "warmup does not apply to backend vllm"),
+    ),
+    (
+        "im-vllm-response-cache",
+        (*_VLLM, ("spec.model.responseCache", True)),
+        ("spec.model.responseCache", "responseCache does not apply to backend vllm"),
+    ),
+    (
+        "im-vllm-two-instances",
+        (*_VLLM, ("spec.model.instances", 2)),
+        ("spec.model.instances", "instances must be 1 for backend vllm"),
+    ),
+    (
+        "im-vllm-batch-policy",
+        (("spec.model.backend", "vllm"),),
+        ("spec.batchPolicy", "batchPolicy does not apply to backend vllm"),
+    ),
+    (
+        "im-vllm-without-gpus",
+        (*_VLLM, ("spec.runtime.gpus", 0)),
+        ("spec.runtime.gpus", "runtime.gpus must be at least 1 for backend vllm"),
+    ),
+    (
+        "im-tensorrtllm",
+        (("spec.model.backend", "tensorrtllm"),),
+        ("spec.model.backend", "backend tensorrtllm is not supported"),
+    ),
+    (
+        "im-tensorrt-without-gpus",
+        (("spec.model.backend", "tensorrt"), ("spec.runtime.gpus", 0)),
+        ("spec.runtime.gpus", "runtime.gpus must be at least 1 for backend tensorrt"),
+    ),
+    (
+        "im-tensorrt-plan-without-gpus",
+        (
+            ("spec.model.backend", DELETE),
+            ("spec.model.platform", "tensorrt_plan"),
+            ("spec.runtime.gpus", 0),
+        ),
+        ("spec.runtime.gpus", "at least 1 for backend tensorrt and platform tensorrt_plan"),
+    ),
+    (
+        "im-openvino-on-a-gpu",
+        (("spec.model.backend", "openvino"),),  # runtime.gpus defaults to 1
+        ("spec.runtime.gpus", "runtime.gpus must be 0 for backend openvino"),
+    ),
+)
+
 # An explicit null (an empty YAML value, a missing Helm value) on a scalar field with a
 # default. (For an object or list, null means its defaults: tests/support/unusual.py.)
 NULLS = (
@@ -1094,4 +1163,4 @@ ADMISSION = (
 )
 
 CASES += PLACEMENT + SELECTORS + RUNTIME_AND_SCALING + DURATIONS + SCHEDULES + STORAGE + S3_STORE
-CASES += CROSS_FIELD + NULLS + ADMISSION
+CASES += CROSS_FIELD + BACKENDS + NULLS + ADMISSION

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -34,6 +35,8 @@ MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 TENSOR_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:/-]*$"
 PARAMETER_KEY_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"
+# The general image has no vLLM: NVIDIA ships Triton's vLLM backend in its own image.
+DEFAULT_TRITON_VLLM_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-vllm-python-py3"
 
 Backend = Literal[
     "python",
@@ -237,6 +240,58 @@ class S3Storage(SpecModel):
     )
 
 
+def _not_for_vllm(cel: str, check: Callable[[ModelSource], bool], message: str, field: str) -> Rule:
+    """A rule on a field the vLLM backend has no use for: ``cel`` and ``check`` say the
+    field is left as it is by default."""
+    return Rule(
+        cel=f"!has(self.backend) || self.backend != 'vllm' || {cel}",
+        check=lambda m: m.backend != "vllm" or check(m),
+        message=message,
+        field=field,
+    )
+
+
+# What Triton's vLLM backend takes is fixed by the backend (docs/backends.md): the
+# operator renders it whole, so a field that would change it is refused, not ignored.
+_VLLM_MODEL_RULES = (
+    _not_for_vllm(
+        "!has(self.inputs) || size(self.inputs) == 0",
+        lambda m: not m.inputs,
+        "inputs do not apply to backend vllm: the operator declares the tensors its "
+        "backend takes (text_input, stream, sampling_parameters, exclude_input_in_output)",
+        ".inputs",
+    ),
+    _not_for_vllm(
+        "!has(self.outputs) || size(self.outputs) == 0",
+        lambda m: not m.outputs,
+        "outputs do not apply to backend vllm: the operator declares the tensor its "
+        "backend returns (text_output)",
+        ".outputs",
+    ),
+    _not_for_vllm(
+        "!has(self.warmup)",
+        lambda m: m.warmup is None,
+        "warmup does not apply to backend vllm: a zero or random prompt warms nothing, "
+        "and the engine captures its CUDA graphs as it loads",
+        ".warmup",
+    ),
+    _not_for_vllm(
+        "!has(self.responseCache) || !self.responseCache",
+        lambda m: not m.response_cache,
+        "responseCache does not apply to backend vllm: Triton caches no responses of a "
+        "decoupled (streaming) model",
+        ".responseCache",
+    ),
+    _not_for_vllm(
+        "!has(self.instances) || self.instances == 1",
+        lambda m: m.instances == 1,
+        "instances must be 1 for backend vllm: one engine per replica batches all of its "
+        "requests and takes its GPUs' memory; add replicas instead",
+        ".instances",
+    ),
+)
+
+
 class ModelSource(SpecModel):
     """The model: its name in Triton, how it runs, and where its files are."""
 
@@ -244,7 +299,9 @@ class ModelSource(SpecModel):
         description="The model's name in Triton (its directory in the model repository)."
     )
     backend: Backend | None = Field(
-        default=None, description="The Triton backend that runs it, e.g. onnxruntime, python."
+        default=None,
+        description="The Triton backend that runs it, e.g. onnxruntime, python or vllm "
+        "(tensorrtllm is refused: not supported yet).",
     )
     platform: Platform | None = Field(
         default=None, description="Alternatively, the Triton platform, e.g. tensorrt_plan."
@@ -264,13 +321,16 @@ class ModelSource(SpecModel):
     inputs: Annotated[list[Tensor], unique_by("name")] = Field(
         default_factory=list,
         max_length=64,
-        description="Input tensors. Optional for backends that describe their own model.",
+        description="Input tensors, as the model has them. Triton runs with a strict "
+        "config, which no backend completes: a backend that reads a model file (ONNX "
+        "Runtime, for one) checks them against it as it loads. Refused for vllm, whose "
+        "own the operator declares.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     outputs: Annotated[list[Tensor], unique_by("name")] = Field(
         default_factory=list,
         max_length=64,
-        description="Output tensors.",
+        description="Output tensors, as the model has them (see inputs).",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     instances: int = Field(
@@ -287,6 +347,16 @@ class ModelSource(SpecModel):
     )
 
     rules = (
+        *_VLLM_MODEL_RULES,
+        Rule(
+            cel="!has(self.backend) || self.backend != 'tensorrtllm'",
+            check=lambda m: m.backend != "tensorrtllm",
+            message="backend tensorrtllm is not supported: the operator cannot yet render a "
+            "TensorRT-LLM model Triton loads (an engine directory per version, a launch "
+            "under MPI for more than one GPU, tokenizer models around it); serve LLMs "
+            "with backend vllm",
+            field=".backend",
+        ),
         Rule(
             cel="!has(self.inputs) || !has(self.outputs) || "
             "self.inputs.all(i, !self.outputs.exists(o, o.name == i.name))",
@@ -338,7 +408,9 @@ class Runtime(SpecModel):
     image: ImageReference | None = Field(
         default=None,
         description="The Triton Inference Server image. Unset: the operator's default "
-        f"(its setting tritonImage; {DEFAULT_TRITON_IMAGE} unless changed).",
+        f"(its setting tritonImage; {DEFAULT_TRITON_IMAGE} unless changed), or for "
+        f"backend vllm its setting tritonVllmImage ({DEFAULT_TRITON_VLLM_IMAGE} unless "
+        "changed): the general image has no vLLM.",
     )
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="When the kubelet pulls the image."
@@ -574,6 +646,13 @@ class Overflow(SpecModel):
     rules = (ORDERED_REPLICAS,)
 
 
+# runtime.gpus, as its default when unset (or null, which its own rule refuses).
+_CEL_GPUS = (
+    "(has(self.runtime) && has(self.runtime.gpus) ? self.runtime.gpus : "
+    f"{Runtime.model_fields['gpus'].default})"
+)
+
+
 class InferenceModelSpec(SpecModel):
     """One model, served by Triton, in one TenantPool."""
 
@@ -595,6 +674,40 @@ class InferenceModelSpec(SpecModel):
     )
 
     rules = (
+        Rule(
+            cel="!has(self.model.backend) || self.model.backend != 'vllm' || "
+            "!has(self.batchPolicy)",
+            check=lambda s: s.model.backend != "vllm" or s.batch_policy is None,
+            message="batchPolicy does not apply to backend vllm: the vLLM engine batches "
+            "requests itself (max_num_seqs in its model.json)",
+            field=".batchPolicy",
+        ),
+        Rule(
+            cel=f"!has(self.model.backend) || self.model.backend != 'vllm' || {_CEL_GPUS} >= 1",
+            check=lambda s: s.model.backend != "vllm" or s.runtime.gpus >= 1,
+            message="runtime.gpus must be at least 1 for backend vllm: the vLLM engine runs "
+            "on GPUs",
+            field=".runtime.gpus",
+        ),
+        Rule(
+            cel="!((has(self.model.backend) && self.model.backend == 'tensorrt') || "
+            "(has(self.model.platform) && self.model.platform == 'tensorrt_plan')) || "
+            f"{_CEL_GPUS} >= 1",
+            check=lambda s: (
+                (s.model.backend != "tensorrt" and s.model.platform != "tensorrt_plan")
+                or s.runtime.gpus >= 1
+            ),
+            message="runtime.gpus must be at least 1 for backend tensorrt and platform "
+            "tensorrt_plan: Triton's TensorRT backend runs on GPUs only",
+            field=".runtime.gpus",
+        ),
+        Rule(
+            cel=f"!has(self.model.backend) || self.model.backend != 'openvino' || {_CEL_GPUS} == 0",
+            check=lambda s: s.model.backend != "openvino" or s.runtime.gpus == 0,
+            message="runtime.gpus must be 0 for backend openvino: Triton's OpenVINO backend "
+            "runs on CPUs only",
+            field=".runtime.gpus",
+        ),
         Rule(
             cel="!has(self.overflow) || !has(self.overflow.pool) || "
             "self.overflow.pool != self.pool",
