@@ -13,7 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from shoal.api.common import LabelKey, LabelValue, Toleration
 from shoal.api.formats import ImageReference
 from shoal.render.gateway import DEFAULT_GATEWAY_IMAGE, DEFAULT_GATEWAY_NAMESPACE, GatewaySite
-from shoal.render.images import DEFAULT_FETCH_IMAGE, DEFAULT_TRITON_IMAGE, ServingImages
+from shoal.render.images import (
+    DEFAULT_FETCH_IMAGE,
+    DEFAULT_TRITON_IMAGE,
+    DEFAULT_TRITON_VLLM_IMAGE,
+    ServingImages,
+)
 from shoal.render.tenancy import DEFAULT_CLUSTER_CIDRS
 
 
@@ -76,7 +81,14 @@ class Settings(BaseModel):
     )
     triton_image: ImageReference = Field(
         default=DEFAULT_TRITON_IMAGE,
-        description="The Triton image of a model whose spec.runtime.image is unset.",
+        description="The Triton image of a model whose spec.runtime.image is unset (but "
+        "for backend vllm: triton_vllm_image).",
+    )
+    triton_vllm_image: ImageReference = Field(
+        default=DEFAULT_TRITON_VLLM_IMAGE,
+        description="The Triton image of a backend vllm model whose spec.runtime.image is "
+        "unset: one with Triton's vLLM backend and vLLM, which the general image lacks. "
+        "Not derived from triton_image: a mirror sets both.",
     )
     fetch_image: ImageReference = Field(
         default=DEFAULT_FETCH_IMAGE,
@@ -119,7 +131,9 @@ class Settings(BaseModel):
     @property
     def serving_images(self) -> ServingImages:
         """The images a model's pods run where its spec names none."""
-        return ServingImages(triton=self.triton_image, fetch=self.fetch_image)
+        return ServingImages(
+            triton=self.triton_image, fetch=self.fetch_image, triton_vllm=self.triton_vllm_image
+        )
 
     @field_validator("cluster_cidrs")
     @classmethod
@@ -164,6 +178,7 @@ class Settings(BaseModel):
             ("gateway_image", "SHOAL_GATEWAY_IMAGE"),
             ("image", "SHOAL_IMAGE"),
             ("triton_image", "SHOAL_TRITON_IMAGE"),
+            ("triton_vllm_image", "SHOAL_TRITON_VLLM_IMAGE"),
             ("fetch_image", "SHOAL_FETCH_IMAGE"),
             ("metrics_port", "SHOAL_METRICS_PORT"),
             ("watch_stale_seconds", "SHOAL_WATCH_STALE_SECONDS"),

@@ -62,33 +62,55 @@ def _tensor(tensor: Tensor, cls: type[pb.ModelInput] | type[pb.ModelOutput]) -> 
     )
 
 
-def model_config(model: InferenceModel, batching: BatchPolicySpec) -> pb.ModelConfig:
-    """The ModelConfig message for ``model`` gathered by ``batching``."""
+# What Triton's vLLM backend takes (vllm_backend r24.10, src/model.py: the config its
+# auto_complete_config would write). Under --strict-model-config the backend may not
+# complete a config, so the operator writes it whole. (name, type, dims, optional)
+VLLM_INPUTS = (
+    ("text_input", "TYPE_STRING", (1,), False),
+    ("stream", "TYPE_BOOL", (1,), True),
+    ("sampling_parameters", "TYPE_STRING", (1,), True),
+    ("exclude_input_in_output", "TYPE_BOOL", (1,), True),
+)
+VLLM_OUTPUTS = (("text_output", "TYPE_STRING", (-1,)),)
+
+
+def _vllm(config: pb.ModelConfig) -> None:
+    """The vLLM backend's shape: its own tensors; max_batch_size 0, no dynamic batching
+    (the engine batches in flight, so Triton hands it each request at once); decoupled,
+    as the backend requires (it answers through a response sender, streaming or not);
+    one KIND_MODEL instance, an engine that takes every GPU of the pod (the backend
+    refuses KIND_GPU for tensor_parallel_size above 1)."""
+    for name, data_type, dims, optional in VLLM_INPUTS:
+        config.input.add(
+            name=name, data_type=pb.DataType.Value(data_type), dims=dims, optional=optional
+        )
+    for name, data_type, dims in VLLM_OUTPUTS:
+        config.output.add(name=name, data_type=pb.DataType.Value(data_type), dims=dims)
+    config.max_batch_size = 0
+    config.model_transaction_policy.decoupled = True
+    config.instance_group.add(kind=pb.ModelInstanceGroup.KIND_MODEL, count=1)
+
+
+def _instance_kind(model: InferenceModel) -> int:
+    """Where a batched model's instances run: on the pod's GPUs when it has some, except
+    for OpenVINO, which runs on CPUs only (its backend refuses any other kind)."""
+    if model.spec.runtime.gpus and model.spec.model.backend != "openvino":
+        return int(pb.ModelInstanceGroup.KIND_GPU)
+    return int(pb.ModelInstanceGroup.KIND_CPU)
+
+
+def _batched(config: pb.ModelConfig, model: InferenceModel, batching: BatchPolicySpec) -> None:
+    """Every other backend's shape: the declared tensors, Triton's dynamic batcher from
+    the BatchPolicy, the model's instances on the pod's devices, warm-up and cache."""
     source = model.spec.model
-    config = pb.ModelConfig(name=source.name, max_batch_size=batching.max_batch_size)
-    if source.backend:
-        config.backend = source.backend
-    if source.platform:
-        config.platform = source.platform
+    config.max_batch_size = batching.max_batch_size
     config.input.extend(_tensor(t, pb.ModelInput) for t in source.inputs)
     config.output.extend(_tensor(t, pb.ModelOutput) for t in source.outputs)
     config.dynamic_batching.CopyFrom(dynamic_batching(batching))
-
-    kind = (
-        pb.ModelInstanceGroup.KIND_GPU
-        if model.spec.runtime.gpus
-        else pb.ModelInstanceGroup.KIND_CPU
-    )
     # No explicit gpus list: inside the pod, every visible GPU is one the pod was given.
-    config.instance_group.append(pb.ModelInstanceGroup(kind=kind, count=source.instances))
-
-    policy = source.version_policy
-    if policy.policy == "Latest":
-        config.version_policy.latest.num_versions = policy.latest or 1
-    elif policy.policy == "All":
-        config.version_policy.all.SetInParent()
-    else:
-        config.version_policy.specific.versions.extend(sorted(policy.versions))
+    config.instance_group.append(
+        pb.ModelInstanceGroup(kind=_instance_kind(model), count=source.instances)
+    )
 
     if source.warmup:
         for size in source.warmup.batch_sizes:
@@ -104,6 +126,30 @@ def model_config(model: InferenceModel, batching: BatchPolicySpec) -> pb.ModelCo
 
     if source.response_cache:
         config.response_cache.enable = True
+
+
+def model_config(model: InferenceModel, batching: BatchPolicySpec) -> pb.ModelConfig:
+    """The ModelConfig message for ``model`` gathered by ``batching`` (which a backend
+    that batches by itself, vllm, does not use)."""
+    source = model.spec.model
+    config = pb.ModelConfig(name=source.name)
+    if source.backend:
+        config.backend = source.backend
+    if source.platform:
+        config.platform = source.platform
+    if source.backend == "vllm":
+        _vllm(config)
+    else:
+        _batched(config, model, batching)
+
+    policy = source.version_policy
+    if policy.policy == "Latest":
+        config.version_policy.latest.num_versions = policy.latest or 1
+    elif policy.policy == "All":
+        config.version_policy.all.SetInParent()
+    else:
+        config.version_policy.specific.versions.extend(sorted(policy.versions))
+
     for key, value in sorted(source.parameters.items()):
         config.parameters[key].string_value = value
     return config

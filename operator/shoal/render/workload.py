@@ -104,6 +104,15 @@ def triton_args(model: InferenceModel) -> list[str]:
     ]
 
 
+def triton_env(model: InferenceModel) -> list[dict[str, str]]:
+    """Triton's environment: empty, except for a vLLM engine, which writes its caches
+    (Triton kernels it compiles, Hugging Face and vLLM files) under $HOME; the image's
+    home is on the read-only root filesystem, /tmp is the pod's own."""
+    if model.spec.model.backend == "vllm":
+        return [{"name": "HOME", "value": "/tmp"}]
+    return []
+
+
 def proxy_env(pool: TenantPoolSpec) -> list[dict[str, str]]:
     """The fetch container's proxy settings in the pool's Proxy mode (rclone, like every
     Go program, reads HTTPS_PROXY, HTTP_PROXY and NO_PROXY); none otherwise."""
@@ -184,9 +193,10 @@ def deployment(
     ]
     triton = {
         "name": SERVING_CONTAINER,
-        "image": runtime.image or images.triton,
+        "image": runtime.image or images.triton_for(spec.model.backend),
         "imagePullPolicy": runtime.image_pull_policy,
         "args": triton_args(model),
+        **({"env": env} if (env := triton_env(model)) else {}),
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
