@@ -33,6 +33,27 @@ from e2e.triton_repo import add_model, for_cpu
 REPO = Path(__file__).resolve().parent.parent
 MONITORING = REPO / "manifests" / "monitoring"
 SCRAPE_INTERVAL = "2s"
+ADAPTER_VALUES = MONITORING / "prometheus-adapter-values.yaml"
+
+
+def adapter_config_from_chart_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The adapter's config.yaml as the prometheus-community/prometheus-adapter chart's
+    ConfigMap template writes it from ``values`` (its ``rules.custom`` under ``rules:``,
+    after its own default rules when ``rules.default`` is true, which Shoal's values turn
+    off; external and resource rules, which Shoal's values leave empty, after). The
+    chart itself is not installed here (no chart registry): this is its template's
+    logic, so that the rig's adapter runs what the documented install runs."""
+    rules = values.get("rules") or {}
+    if rules.get("default"):
+        raise ValueError("the chart's default rules are not mirrored here: set rules.default")
+    config: dict[str, Any] = {}
+    if rules.get("custom"):
+        config["rules"] = list(rules["custom"])
+    if rules.get("external"):
+        config["externalRules"] = list(rules["external"])
+    if rules.get("resource"):
+        config["resourceRules"] = rules["resource"]
+    return config
 
 
 def launch_prometheus(workdir: Path, port: int) -> subprocess.Popen[bytes]:
@@ -159,13 +180,18 @@ class MetricsAdapter:
     def start(self) -> MetricsAdapter:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        # The config the documented install (the community chart with Shoal's values)
+        # gives the adapter.
+        config = self.workdir / "config.yaml"
+        values = yaml.safe_load(ADAPTER_VALUES.read_text())
+        config.write_text(yaml.safe_dump(adapter_config_from_chart_values(values)))
         log = self.workdir / "adapter.log"
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [
                     str(self.binary),
                     f"--prometheus-url={self.prometheus_url}",
-                    f"--config={MONITORING / 'prometheus-adapter-config.yaml'}",
+                    f"--config={config}",
                     f"--lister-kubeconfig={self.kubeconfig}",
                     f"--authentication-kubeconfig={self.kubeconfig}",
                     f"--authorization-kubeconfig={self.kubeconfig}",

@@ -11,13 +11,26 @@ from shoal.api.admission_policy import admission_policy
 from shoal.api.crd import KINDS, crd
 from shoal.api.reference import render_reference
 from shoal.metrics.alerts import alerting_rules
-from shoal.metrics.pipeline import adapter_rules, kubernetes_scrape_configs, recording_rules
+from shoal.metrics.pipeline import (
+    adapter_chart_values,
+    adapter_rules,
+    kubernetes_scrape_configs,
+    recording_rules,
+)
 from shoal.render import rbac
 
 HEADER = "# Generated from operator/shoal by `make generate`. Do not edit.\n"
 
 
 RBAC = "manifests/base/rbac.yaml"
+ADAPTER_VALUES_HEADER = """\
+# Values for the prometheus-community/prometheus-adapter chart (docs/installation.md):
+#   helm install prometheus-adapter prometheus-community/prometheus-adapter \\
+#     --namespace monitoring --values manifests/monitoring/prometheus-adapter-values.yaml \\
+#     --set prometheus.url=http://<your Prometheus Service>.<namespace>.svc
+# An adapter that already serves other metrics: add these rules to its rules.custom and
+# keep its rules.default as it is.
+"""
 
 
 def rendered_files() -> dict[str, str]:
@@ -44,6 +57,11 @@ def rendered_files() -> dict[str, str]:
     )
     files[f"{monitoring}/prometheus-adapter-config.yaml"] = HEADER + yaml.safe_dump(
         adapter_rules(), sort_keys=False, width=100
+    )
+    files[f"{monitoring}/prometheus-adapter-values.yaml"] = (
+        HEADER
+        + ADAPTER_VALUES_HEADER
+        + yaml.safe_dump(adapter_chart_values(), sort_keys=False, width=100)
     )
     files[f"{monitoring}/prometheus-scrape-config.yaml"] = HEADER + yaml.safe_dump(
         {"scrape_configs": kubernetes_scrape_configs()}, sort_keys=False, width=100

@@ -90,9 +90,10 @@ INSTALL_KUEUE = (
     "or unset spec.capacity on these pools"
 )
 INSTALL_ADAPTER = (
-    "install prometheus-adapter pointed at your Prometheus with Shoal's rules "
-    "(manifests/monitoring/prometheus-adapter-config.yaml) and register it as the APIService "
-    f"v1beta2.{CUSTOM_METRICS} (docs/autoscaling.md)"
+    "install prometheus-adapter pointed at your Prometheus with Shoal's rules: the "
+    "prometheus-community chart with manifests/monitoring/prometheus-adapter-values.yaml, "
+    "or the config manifests/monitoring/prometheus-adapter-config.yaml; it registers the "
+    f"APIService v1beta2.{CUSTOM_METRICS} (docs/installation.md)"
 )
 SCRAPE_MODELS = (
     "Prometheus must scrape the models' pods on port metrics: monitoring.podMonitor.enabled=true "

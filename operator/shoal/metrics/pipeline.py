@@ -284,6 +284,22 @@ def adapter_rules() -> dict[str, Any]:
     }
 
 
+# Where the community prometheus-adapter chart's values reach Prometheus: a placeholder
+# an admin replaces (kube-prometheus-stack's Service is <release>-kube-prometheus-prometheus).
+ADAPTER_CHART_PROMETHEUS = "http://prometheus-operated.monitoring.svc"
+
+
+def adapter_chart_values() -> dict[str, Any]:
+    """Values for the prometheus-community/prometheus-adapter chart: its templates write
+    ``rules.custom`` under ``rules:`` in the adapter's config.yaml, after its default
+    rules when ``rules.default`` is true; so with the defaults off the adapter runs
+    exactly :func:`adapter_rules`."""
+    return {
+        "prometheus": {"url": ADAPTER_CHART_PROMETHEUS, "port": 9090},
+        "rules": {"default": False, "custom": adapter_rules()["rules"]},
+    }
+
+
 def _keep_labelled(label: str) -> dict[str, Any]:
     return {
         "source_labels": [f"__meta_kubernetes_pod_label_{label}"],
