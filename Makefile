@@ -99,7 +99,7 @@ bench: venv binaries system-deps
 	$(PY) -m benchmarks.ramp
 	$(MAKE) elastic-figures
 
-# The elastic-capacity tests on real Kueue, writing their figures for the README
+# The elastic-capacity tests on real Kueue, writing their figures for docs/benchmarks.md
 # (`python -m benchmarks.summary --write` then quotes them).
 elastic-figures: venv binaries
 	SHOAL_RESULTS_DIR=benchmarks/results $(PY) -m pytest -p no:cacheprovider tests/cluster/test_elastic_capacity.py

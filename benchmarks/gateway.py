@@ -24,7 +24,7 @@ with the replication delay.
     python -m benchmarks.gateway [--quick]
 
 Writes benchmarks/results/gateway.json; ``python -m benchmarks.summary --write`` puts
-the figures in the README.
+the figures in docs/benchmarks.md and docs/gateway.md.
 """
 
 from __future__ import annotations

@@ -304,7 +304,7 @@ def _number(value: float | None) -> str:
 
 
 def ramp_lines(data: dict[str, Any]) -> list[str]:
-    """A short paragraph and a table of the run's figures, for the README."""
+    """A short paragraph and a table of the run's figures, for docs/benchmarks.md."""
     s, plan, capacity = data["settings"], data["settings"]["ramp"], data["capacity"]
     lines = [
         f"**Predictive scaling on a rising ramp** (`python -m benchmarks.ramp`): two copies "

@@ -1,9 +1,10 @@
-"""The README's benchmark tables, generated from benchmarks/results/*.json.
+"""The measured figures the docs quote, generated from benchmarks/results/*.json.
 
-The README quotes the figures between ``<!-- bench:begin -->`` and ``<!-- bench:end -->``;
-``python -m benchmarks.summary --write`` refreshes that block after ``make bench``, and a
-unit test fails when the block and the results files disagree, so no figure in the
-README is typed by hand.
+docs/benchmarks.md quotes them between markers such as ``<!-- bench:begin -->`` and
+``<!-- bench:end -->`` (docs/gateway.md the gateway's); ``python -m benchmarks.summary
+--write`` refreshes every block after ``make bench``, ``make chaos`` or ``make
+elastic-figures``, and a unit test fails when a block and the results files disagree, so
+no figure in the docs is typed by hand.
 """
 
 from __future__ import annotations
@@ -20,20 +21,20 @@ from shoal.render.autoscaler import PREDICTIVE_COOL_DOWN
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-README = ROOT / "README.md"
+BENCHMARKS_DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 # docs/gateway.md quotes the gateway's figures the same way.
 GATEWAY_DOC = ROOT / "docs" / "gateway.md"
 GATEWAY_BEGIN, GATEWAY_END = "<!-- gateway:begin -->", "<!-- gateway:end -->"
-# The README's reliability section quotes the chaos suite's figures (``make chaos``).
+# docs/benchmarks.md quotes the chaos suite's figures (``make chaos``).
 RELIABILITY_BEGIN, RELIABILITY_END = "<!-- reliability:begin -->", "<!-- reliability:end -->"
-# The README's elastic-capacity section quotes the figures of the real-Kueue tests
+# docs/benchmarks.md quotes the elastic-capacity tests' figures on real Kueue
 # (``make elastic-figures``).
 ELASTIC_BEGIN, ELASTIC_END = "<!-- elastic:begin -->", "<!-- elastic:end -->"
 # A capacity window's quota change within one pass: the operator wakes a second after
 # the boundary, and a pass takes a few more (the window test's own bound).
 WINDOW_PASS_SECONDS = 10.0
-# How the README names the replay's two predictive rows ({q}: the error quantile).
+# How the docs name the replay's two predictive rows ({q}: the error quantile).
 PREDICTIVE_ROWS = {
     PREDICTIVE: "at its default setting (`predictive: {{enabled: true}}`: error quantile "
     "{q:g} and the model's default cool-down, "
@@ -219,7 +220,7 @@ def gateway(data: dict[str, Any]) -> list[str]:
         "shaped like service-account tokens; each comparison measured side by side in one "
         "run, latencies as the gateway logs them (request in to response out) and as the "
         f"clients see them, on {data['machine']['cpus']} shared cores. How it works and "
-        "what each figure means: [docs/gateway.md](docs/gateway.md).",
+        "what each figure means: [gateway.md](gateway.md).",
         "",
         "| behaviour | measured | target | |",
         "|---|---|---|---|",
@@ -248,7 +249,7 @@ def render() -> str:
     return f"{BEGIN}\n{body}\n{END}"
 
 
-def readme_block(text: str, begin: str = BEGIN, end: str = END) -> str:
+def doc_block(text: str, begin: str = BEGIN, end: str = END) -> str:
     start, stop = text.index(begin), text.index(end) + len(end)
     return text[start:stop]
 
@@ -343,8 +344,8 @@ def _fenced_rows(sc: dict[str, Any]) -> list[str]:
 
 
 def reliability_block() -> str:
-    """The chaos suite's figures (benchmarks/results/chaos.json) as the README quotes
-    them: one row per scenario, the end state each reached."""
+    """The chaos suite's figures (benchmarks/results/chaos.json) as docs/benchmarks.md
+    quotes them: one row per scenario, the end state each reached."""
     data = _load("chaos.json")
     sc = data["scenarios"]
     leader, killed = sc["leader_killed"], sc["operator_killed"]
@@ -392,9 +393,10 @@ def reliability_block() -> str:
         f"| a tenant namespace with {gone['models_in_namespace']} models deleted | "
         f"namespace gone in {gone['namespace_gone_s']:g} s, pool status corrected in "
         f"{gone['pool_status_corrected_s']:g} s | exact |",
-        f"| upgrade in place from the previous commit ({upgrade['from_commit']}): its CRDs "
-        f"and operator, then the current ones | {upgrade['rollouts']} Deployments rolled; "
-        f"the two versions render {upgrade['templates_changed']} pod templates differently "
+        f"| upgrade in place from the revision before the one tested "
+        f"({upgrade['from_commit']}): its CRDs and operator, then the tested ones | "
+        f"{upgrade['rollouts']} Deployments rolled; the two versions render "
+        f"{upgrade['templates_changed']} pod templates differently "
         f"| exact, {upgrade['noop_writes']} no-op writes |",
     ]
     body = "\n".join(lines)
@@ -403,7 +405,7 @@ def reliability_block() -> str:
 
 def elastic_block() -> str:
     """The elastic-capacity figures (benchmarks/results/elastic_capacity.json, written by
-    tests/cluster/test_elastic_capacity.py) as the README quotes them."""
+    tests/cluster/test_elastic_capacity.py) as docs/benchmarks.md quotes them."""
     data = _load("elastic_capacity.json")
     borrow, reclaim, weights = data["borrow"], data["reclaim"], data["weights"]
     shares, expected = weights["shares"], weights["expected"]
@@ -474,24 +476,29 @@ def elastic_block() -> str:
     return f"{ELASTIC_BEGIN}\n{body}\n{ELASTIC_END}"
 
 
+def blocks() -> list[tuple[Path, str, str, str]]:
+    """Each generated block: the file quoting it, its markers, its text."""
+    return [
+        (BENCHMARKS_DOC, BEGIN, END, render()),
+        (BENCHMARKS_DOC, RELIABILITY_BEGIN, RELIABILITY_END, reliability_block()),
+        (BENCHMARKS_DOC, ELASTIC_BEGIN, ELASTIC_END, elastic_block()),
+        (GATEWAY_DOC, GATEWAY_BEGIN, GATEWAY_END, gateway_doc_block()),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="refresh README.md's block")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="refresh the blocks in docs/benchmarks.md and docs/gateway.md",
+    )
     args = parser.parse_args()
-    block = render()
     if args.write:
-        text = README.read_text()
-        README.write_text(text.replace(readme_block(text), block))
-        doc = GATEWAY_DOC.read_text()
-        current = readme_block(doc, GATEWAY_BEGIN, GATEWAY_END)
-        GATEWAY_DOC.write_text(doc.replace(current, gateway_doc_block()))
-        text = README.read_text()
-        current = readme_block(text, RELIABILITY_BEGIN, RELIABILITY_END)
-        README.write_text(text.replace(current, reliability_block()))
-        text = README.read_text()
-        current = readme_block(text, ELASTIC_BEGIN, ELASTIC_END)
-        README.write_text(text.replace(current, elastic_block()))
-    print(block)
+        for path, begin, end, block in blocks():
+            text = path.read_text()
+            path.write_text(text.replace(doc_block(text, begin, end), block))
+    print(render())
 
 
 if __name__ == "__main__":

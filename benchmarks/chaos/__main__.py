@@ -1,6 +1,6 @@
 """``make chaos``: every chaos scenario at full size, with more rounds than CI runs;
 prints each scenario's figures and writes benchmarks/results/chaos.json, which the
-README's reliability section is generated from (``python -m benchmarks.summary
+chaos figures in docs/benchmarks.md are generated from (``python -m benchmarks.summary
 --write``).
 
     python -m benchmarks.chaos [--models 200] [--namespaces 20] [--rounds 10]

@@ -1,6 +1,6 @@
 """The chaos scenarios: each faults a converging fleet, asserts the exact end state and
 returns its figures. The chaos test tier runs them small; ``make chaos`` runs them at
-full size with more rounds and writes the figures the README quotes.
+full size with more rounds and writes the figures docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
