@@ -1072,6 +1072,166 @@ BACKENDS = _cases(
 
 # An explicit null (an empty YAML value, a missing Helm value) on a scalar field with a
 # default. (For an object or list, null means its defaults: tests/support/unusual.py.)
+_SCRATCH = {"name": "extra", "mountPath": "/etc/shoal-extra", "emptyDir": {}}
+POD_OVERRIDES = _cases(
+    IM,
+    "search-ranker",
+    (
+        "im-pod-label-selected-by-shoal",
+        (("spec.runtime.podLabels", {"shoal.dev/gateway": "shared"}),),
+        ("spec.runtime.podLabels", "must not be a label Shoal sets"),
+    ),
+    (
+        "im-pod-label-app-name",
+        (("spec.runtime.podLabels", {"app.kubernetes.io/instance": "other"}),),
+        ("spec.runtime.podLabels", "must not be a label Shoal sets"),
+    ),
+    (
+        "im-pod-label-key",
+        (("spec.runtime.podLabels", {"-team": "a"}),),
+        ("spec.runtime.podLabels", LABEL_KEY),
+    ),
+    (
+        "im-pod-label-value",
+        (("spec.runtime.podLabels", {"team": "a b"}),),
+        ("spec.runtime.podLabels.team", LABEL_VALUE),
+    ),
+    (
+        "im-pod-annotation-kueue",
+        (("spec.runtime.podAnnotations", {"kueue.x-k8s.io/workload": "w"}),),
+        ("spec.runtime.podAnnotations", "must not be under a prefix Shoal or Kueue"),
+    ),
+    (
+        "im-env-home",
+        (("spec.runtime.env", [{"name": "HOME", "value": "/root"}]),),
+        ("spec.runtime.env[0].name", "must not be one Shoal sets"),
+    ),
+    (
+        "im-env-name",
+        (("spec.runtime.env", [{"name": "1LEVEL", "value": "1"}]),),
+        ("spec.runtime.env[0].name", "must be an environment variable name"),
+    ),
+    (
+        "im-env-value-and-from",
+        (
+            (
+                "spec.runtime.env",
+                [
+                    {
+                        "name": "LEVEL",
+                        "value": "1",
+                        "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}},
+                    }
+                ],
+            ),
+        ),
+        ("spec.runtime.env[0]", "exactly one of value and valueFrom"),
+    ),
+    (
+        "im-env-two-refs",
+        (
+            (
+                "spec.runtime.env",
+                [
+                    {
+                        "name": "LEVEL",
+                        "valueFrom": {
+                            "secretKeyRef": {"name": "s", "key": "k"},
+                            "configMapKeyRef": {"name": "c", "key": "k"},
+                        },
+                    }
+                ],
+            ),
+        ),
+        ("spec.runtime.env[0].valueFrom", "exactly one of secretKeyRef and configMapKeyRef"),
+    ),
+    (
+        "im-env-key",
+        (
+            (
+                "spec.runtime.env",
+                [{"name": "LEVEL", "valueFrom": {"secretKeyRef": {"name": "s", "key": "a/b"}}}],
+            ),
+        ),
+        ("spec.runtime.env[0].valueFrom.secretKeyRef.key", "must be a Secret or ConfigMap key"),
+    ),
+    (
+        "im-env-from-both",
+        (
+            (
+                "spec.runtime.envFrom",
+                [{"secretRef": {"name": "s"}, "configMapRef": {"name": "c"}}],
+            ),
+        ),
+        ("spec.runtime.envFrom[0]", "exactly one of secretRef and configMapRef"),
+    ),
+    (
+        "im-extra-arg-port",
+        (("spec.runtime.extraArgs", ["--http-port=9000"]),),
+        ("spec.runtime.extraArgs[0]", "must not be a flag Shoal sets"),
+    ),
+    (
+        "im-extra-arg-repository",
+        (("spec.runtime.extraArgs", ["--model-repository=/tmp"]),),
+        ("spec.runtime.extraArgs[0]", "must not be a flag Shoal sets"),
+    ),
+    (
+        "im-extra-arg-shape",
+        (("spec.runtime.extraArgs", ["-v"]),),
+        ("spec.runtime.extraArgs[0]", "must be a Triton flag written --name"),
+    ),
+    (
+        "im-volume-over-models",
+        (("spec.runtime.volumes", [{**_SCRATCH, "mountPath": "/models/x"}]),),
+        ("spec.runtime.volumes[0].mountPath", "must be apart from where Shoal mounts"),
+    ),
+    (
+        "im-volume-above-shm",
+        (("spec.runtime.volumes", [{**_SCRATCH, "mountPath": "/dev"}]),),
+        ("spec.runtime.volumes[0].mountPath", "must be apart from where Shoal mounts"),
+    ),
+    (
+        "im-volume-dot-dot",
+        (("spec.runtime.volumes", [{**_SCRATCH, "mountPath": "/etc/../models"}]),),
+        ("spec.runtime.volumes[0].mountPath", "must not contain '..'"),
+    ),
+    (
+        "im-volume-relative",
+        (("spec.runtime.volumes", [{**_SCRATCH, "mountPath": "etc/extra"}]),),
+        ("spec.runtime.volumes[0].mountPath", "must be an absolute path"),
+    ),
+    (
+        "im-volume-name-shoals",
+        (("spec.runtime.volumes", [{**_SCRATCH, "name": "model-repository"}]),),
+        ("spec.runtime.volumes[0].name", "must not be one of the volumes Shoal renders"),
+    ),
+    (
+        "im-volume-two-sources",
+        (("spec.runtime.volumes", [{**_SCRATCH, "secret": {"secretName": "s"}}]),),
+        ("spec.runtime.volumes[0]", "exactly one of configMap, secret"),
+    ),
+    (
+        "im-volume-no-source",
+        (("spec.runtime.volumes", [{"name": "extra", "mountPath": "/etc/x"}]),),
+        ("spec.runtime.volumes[0]", "exactly one of configMap, secret"),
+    ),
+    (
+        "im-volume-same-path",
+        (
+            (
+                "spec.runtime.volumes",
+                [_SCRATCH, {**_SCRATCH, "name": "other"}],
+            ),
+        ),
+        ("spec.runtime.volumes", "volumes must each have their own mountPath"),
+    ),
+    (
+        "im-volume-medium",
+        (("spec.runtime.volumes", [{**_SCRATCH, "emptyDir": {"medium": "HugePages"}}]),),
+        ("spec.runtime.volumes[0].emptyDir.medium", "must be Memory"),
+    ),
+)
+
 NULLS = (
     Case(
         "im-min-replicas-null",
@@ -1163,4 +1323,4 @@ ADMISSION = (
 )
 
 CASES += PLACEMENT + SELECTORS + RUNTIME_AND_SCALING + DURATIONS + SCHEDULES + STORAGE + S3_STORE
-CASES += CROSS_FIELD + BACKENDS + NULLS + ADMISSION
+CASES += CROSS_FIELD + BACKENDS + POD_OVERRIDES + NULLS + ADMISSION

@@ -130,6 +130,13 @@ PROXY = {
     "port": 3128,
 }
 
+# Pod overrides (shoal.api.pod_overrides): a ConfigMap's and a Secret's key, and a
+# volume without its source.
+CONFIG_KEY = {"configMapKeyRef": {"name": "model-env", "key": "level"}}
+SECRET_KEY = {"secretKeyRef": {"name": "model-keys", "key": "token"}}
+SCRATCH = {"name": "extra", "mountPath": "/etc/shoal-extra"}
+
+
 CASES: tuple[FieldCase, ...] = (
     # ------------------------------------------------------------------ InferenceModel
     FieldCase(IM, "batchPolicy", {"name": "{policy}"}),
@@ -188,6 +195,136 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "runtime.serviceAccountName", "model-reader"),
     FieldCase(IM, "runtime.imagePullSecrets", ["mirror-pull"]),
     FieldCase(IM, "runtime.responseCacheSize", "512Mi", {"model.responseCache": True}),
+    FieldCase(IM, "runtime.podLabels", {"example.com/team": "search", "tier": "gold"}),
+    FieldCase(IM, "runtime.podAnnotations", {"example.com/cost-center": "42"}),
+    FieldCase(IM, "runtime.env", [{"name": "LOG_LEVEL", "value": "1"}]),
+    FieldCase(
+        IM,
+        "runtime.env[].value",
+        "1",
+        {"runtime.env": [{"name": "LOG_LEVEL", "valueFrom": CONFIG_KEY}]},
+        also={"runtime.env[].valueFrom": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.env[].valueFrom",
+        SECRET_KEY,
+        {"runtime.env": [{"name": "LOG_LEVEL", "value": "1"}]},
+        also={"runtime.env[].value": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.env[].valueFrom.configMapKeyRef",
+        CONFIG_KEY["configMapKeyRef"],
+        {"runtime.env": [{"name": "LOG_LEVEL", "valueFrom": SECRET_KEY}]},
+        also={"runtime.env[].valueFrom.secretKeyRef": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.env[].valueFrom.secretKeyRef",
+        SECRET_KEY["secretKeyRef"],
+        {"runtime.env": [{"name": "LOG_LEVEL", "valueFrom": CONFIG_KEY}]},
+        also={"runtime.env[].valueFrom.configMapKeyRef": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.env[].valueFrom.configMapKeyRef.optional",
+        False,
+        {"runtime.env": [{"name": "LOG_LEVEL", "valueFrom": CONFIG_KEY}]},
+    ),
+    FieldCase(
+        IM,
+        "runtime.env[].valueFrom.secretKeyRef.optional",
+        False,
+        {"runtime.env": [{"name": "LOG_LEVEL", "valueFrom": SECRET_KEY}]},
+    ),
+    FieldCase(IM, "runtime.envFrom", [{"configMapRef": {"name": "model-env", "optional": True}}]),
+    FieldCase(
+        IM,
+        "runtime.envFrom[].prefix",
+        "MODEL_",
+        {"runtime.envFrom": [{"configMapRef": {"name": "model-env", "optional": True}}]},
+    ),
+    FieldCase(
+        IM,
+        "runtime.envFrom[].configMapRef",
+        {"name": "model-env", "optional": True},
+        {"runtime.envFrom": [{"secretRef": {"name": "model-keys", "optional": True}}]},
+        also={"runtime.envFrom[].secretRef": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.envFrom[].secretRef",
+        {"name": "model-keys", "optional": True},
+        {"runtime.envFrom": [{"configMapRef": {"name": "model-env", "optional": True}}]},
+        also={"runtime.envFrom[].configMapRef": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.envFrom[].configMapRef.optional",
+        True,
+        {"runtime.envFrom": [{"configMapRef": {"name": "model-env"}}]},
+    ),
+    FieldCase(
+        IM,
+        "runtime.envFrom[].secretRef.optional",
+        True,
+        {"runtime.envFrom": [{"secretRef": {"name": "model-keys"}}]},
+    ),
+    FieldCase(IM, "runtime.extraArgs", ["--log-verbose=1", "--log-format=ISO8601"]),
+    FieldCase(IM, "runtime.volumes", [{**SCRATCH, "emptyDir": {}}]),
+    FieldCase(
+        IM,
+        "runtime.volumes[].configMap",
+        {"name": "model-env"},
+        {"runtime.volumes": [{**SCRATCH, "emptyDir": {}}]},
+        also={"runtime.volumes[].emptyDir": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.volumes[].secret",
+        {"secretName": "model-keys"},
+        {"runtime.volumes": [{**SCRATCH, "emptyDir": {}}]},
+        also={"runtime.volumes[].emptyDir": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.volumes[].persistentVolumeClaim",
+        {"claimName": "model-extras"},
+        {"runtime.volumes": [{**SCRATCH, "emptyDir": {}}]},
+        also={"runtime.volumes[].emptyDir": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.volumes[].emptyDir",
+        {"sizeLimit": "1Gi"},
+        {"runtime.volumes": [{**SCRATCH, "configMap": {"name": "model-env"}}]},
+        also={"runtime.volumes[].configMap": None},
+    ),
+    FieldCase(
+        IM,
+        "runtime.volumes[].emptyDir.medium",
+        "Memory",
+        {"runtime.volumes": [{**SCRATCH, "emptyDir": {}}]},
+    ),
+    FieldCase(
+        IM,
+        "runtime.volumes[].emptyDir.sizeLimit",
+        "512Mi",
+        {"runtime.volumes": [{**SCRATCH, "emptyDir": {}}]},
+    ),
+    FieldCase(
+        IM,
+        "runtime.volumes[].readOnly",
+        False,
+        {"runtime.volumes": [{**SCRATCH, "configMap": {"name": "model-env"}}]},
+    ),
+    FieldCase(
+        IM,
+        "runtime.volumes[].subPath",
+        "server.json",
+        {"runtime.volumes": [{**SCRATCH, "configMap": {"name": "model-env"}}]},
+    ),
     FieldCase(IM, "routing", {"timeout": "5s"}),
     FieldCase(IM, "routing.timeout", "90s"),
     FieldCase(IM, "routing.stickyHeader", "X-Session-ID"),

@@ -248,7 +248,9 @@ def _default_nested_objects(node: Schema) -> None:
     """
     required = set(node.get("required", []))
     for name, sub in node.get("properties", {}).items():
-        if sub.pop(_UNSET_BY_DEFAULT, False):
+        # Kept, not popped: an optional list's items are walked twice (once as the
+        # anyOf's option, once as the result), and the second walk must see it too.
+        if sub.get(_UNSET_BY_DEFAULT, False):
             continue
         if (
             name not in required
@@ -272,8 +274,17 @@ def _materialized(node: Schema) -> Schema:
 def part_schema(model: type[BaseModel]) -> Schema:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.pop("$defs", {})
-    result: Schema = structural(raw, defs)
+    result: Schema = _without_marks(structural(raw, defs))
     return result
+
+
+def _without_marks(node: Any) -> Any:
+    """The schema without the conversion's own marks (``_UNSET_BY_DEFAULT``)."""
+    if isinstance(node, list):
+        return [_without_marks(item) for item in node]
+    if isinstance(node, dict):
+        return {k: _without_marks(v) for k, v in node.items() if k != _UNSET_BY_DEFAULT}
+    return node
 
 
 def crd(kind: Kind) -> Schema:

@@ -27,6 +27,14 @@ from shoal.api.common import (
     unique_by,
 )
 from shoal.api.formats import ImageReference, S3Endpoint, StorageUri
+from shoal.api.pod_overrides import (
+    EnvFromList,
+    EnvList,
+    ExtraVolumes,
+    PodAnnotations,
+    PodLabels,
+    TritonArgs,
+)
 from shoal.api.quantity import quantity_value
 from shoal.api.tenantpool import PoolName
 from shoal.api.windows import Window
@@ -447,8 +455,49 @@ class Runtime(SpecModel):
         "replica's request and limit. Used only when model.responseCache is true. Unset: "
         "256Mi.",
     )
+    pod_labels: PodLabels | None = Field(
+        default=None,
+        description="More labels on the replicas' pods (cost allocation, a mesh's "
+        "selectors); none of those Shoal sets.",
+    )
+    pod_annotations: PodAnnotations | None = Field(
+        default=None, description="More annotations on the replicas' pods."
+    )
+    env: EnvList | None = Field(
+        default=None,
+        description="More environment variables of Triton's container: a value, or a key "
+        "of a Secret or ConfigMap in the model's namespace.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    env_from: EnvFromList | None = Field(
+        default=None,
+        description="Every key of these Secrets and ConfigMaps, as environment variables of "
+        "Triton's container.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    extra_args: TritonArgs | None = Field(
+        default=None,
+        description="More tritonserver flags, after Shoal's, such as --log-verbose=1 or "
+        "--backend-config=python,shm-default-byte-size=16777216; none Shoal sets.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    volumes: ExtraVolumes | None = Field(
+        default=None,
+        description="Volumes mounted into Triton's container: ConfigMaps, Secrets, claims "
+        "or scratch space.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
 
     rules = (
+        Rule(
+            cel="!has(self.volumes) || "
+            "self.volumes.all(v, self.volumes.exists_one(w, w.mountPath == v.mountPath))",
+            check=lambda r: (
+                r.volumes is None or len({v.mount_path for v in r.volumes}) == len(r.volumes)
+            ),
+            message="volumes must each have their own mountPath",
+            field=".volumes",
+        ),
         Rule(
             cel=f"!has(self.responseCacheSize) || "
             f"(quantity(self.responseCacheSize).compareTo(quantity('{CACHE_SIZE_MIN}')) >= 0 "

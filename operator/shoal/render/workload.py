@@ -13,6 +13,7 @@ from shoal.api.constants import KUEUE_QUEUE_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.quantity import canonical_quantity, quantity_value
 from shoal.api.tenantpool import TenantPoolSpec
+from shoal.render import pod_overrides
 from shoal.render.images import DEFAULT_IMAGES, ServingImages
 from shoal.render.model_config import render_config_pbtxt
 from shoal.render.model_fetch import MODEL_ROOT, fetch_plan, needs_network
@@ -104,13 +105,18 @@ def triton_args(model: InferenceModel) -> list[str]:
     ]
 
 
-def triton_env(model: InferenceModel) -> list[dict[str, str]]:
-    """Triton's environment: empty, except for a vLLM engine, which writes its caches
-    (Triton kernels it compiles, Hugging Face and vLLM files) under $HOME; the image's
-    home is on the read-only root filesystem, /tmp is the pod's own."""
+def triton_env(model: InferenceModel) -> list[dict[str, Any]]:
+    """Triton's environment: the spec's, and for a vLLM engine HOME, under which it
+    writes its caches (Triton kernels it compiles, Hugging Face and vLLM files); the
+    image's home is on the read-only root filesystem, /tmp is the pod's own."""
+    extra = [variable.to_wire() for variable in model.spec.runtime.env or ()]
     if model.spec.model.backend == "vllm":
-        return [{"name": "HOME", "value": "/tmp"}]
-    return []
+        return [{"name": "HOME", "value": "/tmp"}, *extra]
+    return extra
+
+
+def triton_env_from(model: InferenceModel) -> list[dict[str, Any]]:
+    return [source.to_wire() for source in model.spec.runtime.env_from or ()]
 
 
 def proxy_env(pool: TenantPoolSpec) -> list[dict[str, str]]:
@@ -190,13 +196,15 @@ def deployment(
         },
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "tmp", "mountPath": "/tmp"},
+        *(pod_overrides.mount(extra) for extra in runtime.volumes or ()),
     ]
     triton = {
         "name": SERVING_CONTAINER,
         "image": runtime.image or images.triton_for(spec.model.backend),
         "imagePullPolicy": runtime.image_pull_policy,
-        "args": triton_args(model),
+        "args": [*triton_args(model), *(runtime.extra_args or ())],
         **({"env": env} if (env := triton_env(model)) else {}),
+        **({"envFrom": env_from} if (env_from := triton_env_from(model)) else {}),
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
@@ -247,6 +255,7 @@ def deployment(
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": runtime.shm_size}},
         {"name": "tmp", "emptyDir": {}},
         *fetch.volumes,
+        *(pod_overrides.volume(extra) for extra in runtime.volumes or ()),
     ]
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
@@ -289,7 +298,9 @@ def deployment(
             },
             "template": {
                 "metadata": {
+                    # The spec's own first: none of Shoal's keys is allowed there.
                     "labels": {
+                        **(runtime.pod_labels or {}),
                         **model_labels(model),
                         MODEL_SOURCE_LABEL: "network" if remote else "volume",
                         **({KUEUE_QUEUE_LABEL: queue} if queue else {}),
@@ -297,12 +308,13 @@ def deployment(
                     # The pool's priority is stamped on each pod when it is created: a
                     # change of it rolls the pods, like a change of their spec.
                     "annotations": {
+                        **(runtime.pod_annotations or {}),
                         CHECKSUM_ANNOTATION: checksum(
                             config_pbtxt,
                             pod_spec,
                             priority_value(pool),
                             pool.priority.preemption_policy,
-                        )
+                        ),
                     },
                 },
                 "spec": pod_spec,
