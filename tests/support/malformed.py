@@ -1006,6 +1006,10 @@ CROSS_FIELD = _cases(
 # From the Python model ads-ctr: its BatchPolicy is dropped for vllm, which refuses one.
 _VLLM = (("spec.model.backend", "vllm"), ("spec.batchPolicy", DELETE))
 _TENSOR = {"name": "prompt", "dataType": "STRING", "dims": [1]}
+# Runners whose backend cannot read a model's tensors, given both, then one taken away.
+_IN = ("spec.model.inputs", [{"name": "INPUT0", "dataType": "FP32", "dims": [4]}])
+_OUT = ("spec.model.outputs", [{"name": "OUTPUT0", "dataType": "FP32", "dims": [4]}])
+_AS_PLATFORM = (("spec.model.backend", DELETE),)
 BACKENDS = _cases(
     IM,
     "ads-ctr",
@@ -1067,6 +1071,48 @@ BACKENDS = _cases(
         "im-openvino-on-a-gpu",
         (("spec.model.backend", "openvino"),),  # runtime.gpus defaults to 1
         ("spec.runtime.gpus", "runtime.gpus must be 0 for backend openvino"),
+    ),
+    (
+        "im-pytorch-without-inputs",
+        (_IN, _OUT, ("spec.model.backend", "pytorch"), ("spec.model.inputs", DELETE)),
+        ("spec.model.inputs", "inputs are required for backend pytorch", "TorchScript"),
+    ),
+    (
+        "im-pytorch-libtorch-without-outputs",
+        (
+            _IN,
+            _OUT,
+            *_AS_PLATFORM,
+            ("spec.model.platform", "pytorch_libtorch"),
+            ("spec.model.outputs", []),
+        ),
+        ("spec.model.outputs", "outputs are required for", "platform pytorch_libtorch"),
+    ),
+    (
+        "im-fil-without-inputs",
+        (_IN, _OUT, ("spec.model.backend", "fil"), ("spec.model.inputs", [])),
+        ("spec.model.inputs", "inputs are required for backend fil"),
+    ),
+    (
+        "im-fil-without-outputs",
+        (_IN, _OUT, ("spec.model.backend", "fil"), ("spec.model.outputs", DELETE)),
+        ("spec.model.outputs", "outputs are required for backend fil"),
+    ),
+    (
+        "im-tensorflow-without-inputs",
+        (_IN, _OUT, ("spec.model.backend", "tensorflow"), ("spec.model.inputs", DELETE)),
+        ("spec.model.inputs", "inputs are required for backend tensorflow", "SavedModel"),
+    ),
+    (
+        "im-tensorflow-graphdef-without-outputs",
+        (
+            _IN,
+            _OUT,
+            *_AS_PLATFORM,
+            ("spec.model.platform", "tensorflow_graphdef"),
+            ("spec.model.outputs", DELETE),
+        ),
+        ("spec.model.outputs", "outputs are required for", "platform tensorflow_graphdef"),
     ),
 )
 

@@ -2,9 +2,11 @@
 
 The shapes checked here are the backends' own, read from their sources at the 24.10
 release (docs/backends.md names them): the vLLM backend's config, the kinds of instance
-the TensorRT and OpenVINO backends accept. Nothing here runs a backend; the e2e tier
-loads the vLLM config into the real tritonserver with a stand-in of the backend
-(tests/e2e/test_vllm_config_on_triton.py).
+the TensorRT and OpenVINO backends accept, which backends read a model's tensors from
+its files. Nothing here runs a backend; the e2e tier loads the vLLM config into the real
+tritonserver with a stand-in of the backend (tests/e2e/test_vllm_config_on_triton.py),
+and a Python model that declares no tensors with the rendered flags
+(tests/e2e/test_auto_complete_on_triton.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import (
     DEFAULT_TRITON_IMAGE,
     DEFAULT_TRITON_VLLM_IMAGE,
+    TENSORS_FROM_FILES,
     Backend,
     InferenceModel,
     Platform,
@@ -58,6 +61,36 @@ EXPECTED: dict[str, dict[int, str]] = {
 }
 
 
+# What Triton does with a runner's tensors when the spec declares none (docs/backends.md
+# names each backend's source): "completes" them from the model's files (the server
+# runs without --disable-auto-complete-config), or the API refuses the model until they
+# are declared ("required"); vllm's the operator renders; tensorrtllm is refused. A
+# runner added to the API fails here until it is given its row.
+COMPLETES, REQUIRED = "completes", "required"
+TENSORS: dict[str, str] = {
+    "python": COMPLETES,  # with its model.py's auto_complete_config
+    "onnxruntime": COMPLETES,
+    "onnxruntime_onnx": COMPLETES,
+    "tensorrt": COMPLETES,
+    "tensorrt_plan": COMPLETES,
+    "openvino": COMPLETES,
+    "tensorflow_savedmodel": COMPLETES,
+    # A GraphDef has no signature to read; backend tensorflow may find one.
+    "tensorflow": REQUIRED,
+    "tensorflow_graphdef": REQUIRED,
+    # The PyTorch backend's auto-complete only logs "not supported".
+    "pytorch": REQUIRED,
+    "pytorch_libtorch": REQUIRED,
+    # Built on rapids-triton, which has no auto-complete.
+    "fil": REQUIRED,
+    "vllm": "rendered",
+    "tensorrtllm": "refused",
+}
+STRICT = "--disable-auto-complete-config"
+_INPUT = {"name": "INPUT0", "dataType": "FP32", "dims": [4]}
+_OUTPUT = {"name": "OUTPUT0", "dataType": "FP32", "dims": [4]}
+
+
 def runner_doc(runner: str, gpus: int, **model: Any) -> dict[str, Any]:
     """The Python example model without its BatchPolicy, run by ``runner``."""
     doc = example("InferenceModel", "ads-ctr")
@@ -88,14 +121,71 @@ def triton_container(model: InferenceModel, settings: Settings | None = None) ->
 
 
 def test_every_backend_and_platform_has_its_expected_shape() -> None:
-    assert set(EXPECTED) == {*get_args(Backend), *get_args(Platform)}
+    assert set(EXPECTED) == set(TENSORS) == {*get_args(Backend), *get_args(Platform)}
+    assert {r for r, t in TENSORS.items() if t == COMPLETES} == TENSORS_FROM_FILES
+
+
+def _args(doc: dict[str, Any]) -> list[str]:
+    args: list[str] = triton_container(InferenceModel.model_validate(doc))["args"]
+    assert not [a for a in args if a.startswith("--strict-model-config")], "deprecated"
+    return args
+
+
+@pytest.mark.parametrize("runner", sorted(TENSORS))
+def test_each_runner_leaves_its_tensors_to_triton_or_requires_them(runner: str) -> None:
+    """A runner whose backend reads a model's tensors may leave out its inputs or its
+    outputs (or both), and its server then completes them; one whose backend cannot is
+    refused without them, in the field's words. Whatever declares both loads as
+    rendered, under --disable-auto-complete-config."""
+    gpus = next((g for g in (1, 0) if EXPECTED[runner][g] != "refused"), 0)
+    both = runner_doc(runner, gpus, inputs=[_INPUT], outputs=[_OUTPUT])
+    partial = {
+        "inputs": runner_doc(runner, gpus, outputs=[_OUTPUT]),  # no inputs
+        "outputs": runner_doc(runner, gpus, inputs=[_INPUT]),  # no outputs
+        "both": runner_doc(runner, gpus),
+    }
+    expected = TENSORS[runner]
+    if expected == "refused":
+        for doc in (both, *partial.values()):
+            with pytest.raises(ValidationError):
+                InferenceModel.model_validate(doc)
+    elif expected == "rendered":  # vllm: its own tensors, strictly
+        assert STRICT in _args(partial["both"])
+        with pytest.raises(ValidationError, match="inputs do not apply"):
+            InferenceModel.model_validate(both)
+    elif expected == REQUIRED:
+        assert STRICT in _args(both)
+        for missing, doc in partial.items():
+            field = "inputs" if missing == "both" else missing
+            with pytest.raises(ValidationError) as refused:
+                InferenceModel.model_validate(doc)
+            (error,) = refused.value.errors()
+            assert error["loc"] == ("spec", "model")
+            message = error["msg"].removeprefix("Value error, ")
+            assert message.startswith(f"{field}: {field} are required for "), message
+            assert runner in message.split(": ")[1], message
+    else:
+        assert STRICT in _args(both)
+        for doc in partial.values():
+            assert STRICT not in _args(doc)
+            model = InferenceModel.model_validate(doc)
+            # What is declared is rendered; Triton fills in the rest. The backends fill
+            # max_batch_size and dynamic_batching only where a config has none, and the
+            # rendered one always has both, from the BatchPolicy: Triton batches as the
+            # gateway and the autoscaler expect.
+            config = config_of(model)
+            assert [i.name for i in config.input] == [t.name for t in model.spec.model.inputs]
+            assert [o.name for o in config.output] == [t.name for t in model.spec.model.outputs]
+            assert config.max_batch_size == BatchPolicySpec().max_batch_size > 0
+            assert config.HasField("dynamic_batching")
 
 
 @pytest.mark.parametrize("gpus", [0, 1])
 @pytest.mark.parametrize("runner", sorted(EXPECTED))
 def test_each_runner_renders_its_backends_shape_or_is_refused(runner: str, gpus: int) -> None:
     expected = EXPECTED[runner][gpus]
-    doc = runner_doc(runner, gpus)
+    tensors = {"inputs": [_INPUT], "outputs": [_OUTPUT]} if TENSORS[runner] == REQUIRED else {}
+    doc = runner_doc(runner, gpus, **tensors)
     if expected == "refused":
         with pytest.raises(ValidationError):
             InferenceModel.model_validate(doc)

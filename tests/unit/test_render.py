@@ -137,7 +137,7 @@ def test_deployment_is_placed_in_its_pool_with_priority_and_gpus() -> None:
     assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert triton["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
     assert triton["startupProbe"]["httpGet"]["path"] == "/v2/health/ready"
-    assert "--strict-model-config=true" in triton["args"]
+    assert "--disable-auto-complete-config" in triton["args"]  # its tensors are declared
     assert "--metrics-config=summary_latencies=true" in triton["args"]
     assert triton["lifecycle"]["preStop"]["sleep"]["seconds"] > 0
     owner = deployment["metadata"]["ownerReferences"][0]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
@@ -64,6 +64,22 @@ Platform = Literal[
     "tensorflow_savedmodel",
     "tensorflow_graphdef",
 ]
+# The runners whose Triton backend (24.10) reads a model's tensors from its files when
+# the config leaves them out ("auto-complete"): a model that declares no inputs or no
+# outputs runs on a server that lets it (render.workload.triton_args); a model that
+# declares both, and vllm, whose config the operator writes whole, run on one that
+# does not. Sources: docs/backends.md.
+TENSORS_FROM_FILES = frozenset(
+    {
+        "python",  # its model.py's auto_complete_config, if it has one
+        "onnxruntime",
+        "onnxruntime_onnx",
+        "tensorflow_savedmodel",
+        "tensorrt",
+        "tensorrt_plan",
+        "openvino",
+    }
+)
 DataType = Literal[
     "BOOL",
     "UINT8",
@@ -300,6 +316,53 @@ _VLLM_MODEL_RULES = (
 )
 
 
+def _tensors_required(runners: tuple[str, ...], why: str) -> tuple[Rule, Rule]:
+    """Rules refusing a model of ``runners`` without inputs, and without outputs: Triton
+    cannot complete them from its files (``why``), and its backend loads no model
+    without them."""
+    backends = [r for r in runners if r in get_args(Backend)]
+    platforms = [r for r in runners if r in get_args(Platform)]
+    runs = " || ".join(
+        [f"(has(self.backend) && self.backend == '{b}')" for b in backends]
+        + [f"(has(self.platform) && self.platform == '{p}')" for p in platforms]
+    )
+    names = " and ".join([f"backend {b}" for b in backends] + [f"platform {p}" for p in platforms])
+
+    def rule(field: str) -> Rule:
+        return Rule(
+            cel=f"!({runs}) || (has(self.{field}) && size(self.{field}) > 0)",
+            check=lambda m: m.runner not in runners or bool(getattr(m, field)),
+            message=f"{field} are required for {names}: {why}",
+            field=f".{field}",
+        )
+
+    return rule("inputs"), rule("outputs")
+
+
+# The runners whose backend cannot read a model's tensors (docs/backends.md): a model
+# must declare them, or Triton would not load it.
+_TENSORS_REQUIRED_RULES = (
+    # pytorch_backend r24.10 src/libtorch.cc: auto-complete "not supported", and a
+    # model's config must have at least one input and one output.
+    *_tensors_required(
+        ("pytorch", "pytorch_libtorch"), "Triton cannot read a TorchScript model's tensors"
+    ),
+    # Built on rapids-triton, which has no auto-complete; it reads input__0 and output__0.
+    *_tensors_required(
+        ("fil",),
+        "Triton cannot read a tree model's tensors (input__0, FP32, one dimension per "
+        "feature; output__0)",
+    ),
+    # tensorflow_backend r24.10: a SavedModel's signature is read, a GraphDef's cannot be;
+    # backend tensorflow finds its platform from the files, so it may be either.
+    *_tensors_required(
+        ("tensorflow", "tensorflow_graphdef"),
+        "Triton cannot read a GraphDef's tensors; for a SavedModel, set platform "
+        "tensorflow_savedmodel instead to have them read from it",
+    ),
+)
+
+
 class ModelSource(SpecModel):
     """The model: its name in Triton, how it runs, and where its files are."""
 
@@ -329,10 +392,12 @@ class ModelSource(SpecModel):
     inputs: Annotated[list[Tensor], unique_by("name")] = Field(
         default_factory=list,
         max_length=64,
-        description="Input tensors, as the model has them. Triton runs with a strict "
-        "config, which no backend completes: a backend that reads a model file (ONNX "
-        "Runtime, for one) checks them against it as it loads. Refused for vllm, whose "
-        "own the operator declares.",
+        description="Input tensors, as the model has them; Triton checks them against "
+        "the model's files as it loads. Left out (with outputs, or either of them), "
+        "Triton reads them from the files: for python (its auto_complete_config), "
+        "onnxruntime, tensorrt, openvino and platform tensorflow_savedmodel. Required for "
+        "pytorch, fil, tensorflow and tensorflow_graphdef. Refused for vllm, whose own "
+        "the operator declares.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     outputs: Annotated[list[Tensor], unique_by("name")] = Field(
@@ -354,8 +419,14 @@ class ModelSource(SpecModel):
         description="Backend parameters, passed to the model config's parameters as strings.",
     )
 
+    @property
+    def runner(self) -> str:
+        """The backend, or else the platform (the API takes exactly one)."""
+        return self.backend or self.platform or ""
+
     rules = (
         *_VLLM_MODEL_RULES,
+        *_TENSORS_REQUIRED_RULES,
         Rule(
             cel="!has(self.backend) || self.backend != 'tensorrtllm'",
             check=lambda m: m.backend != "tensorrtllm",

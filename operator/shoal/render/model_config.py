@@ -13,7 +13,7 @@ from google.protobuf import text_format
 
 from shoal.api.batchpolicy import BatchPolicySpec, QueuePolicy
 from shoal.api.common import parse_duration
-from shoal.api.inferencemodel import InferenceModel, Tensor
+from shoal.api.inferencemodel import TENSORS_FROM_FILES, InferenceModel, ModelSource, Tensor
 from shoal.render.triton_schema import model_config_schema
 
 if TYPE_CHECKING:
@@ -63,8 +63,9 @@ def _tensor(tensor: Tensor, cls: type[pb.ModelInput] | type[pb.ModelOutput]) -> 
 
 
 # What Triton's vLLM backend takes (vllm_backend r24.10, src/model.py: the config its
-# auto_complete_config would write). Under --strict-model-config the backend may not
-# complete a config, so the operator writes it whole. (name, type, dims, optional)
+# auto_complete_config would write). The operator writes it whole and runs Triton with
+# --disable-auto-complete-config for it, so the config is what loads.
+# (name, type, dims, optional)
 VLLM_INPUTS = (
     ("text_input", "TYPE_STRING", (1,), False),
     ("stream", "TYPE_BOOL", (1,), True),
@@ -89,6 +90,13 @@ def _vllm(config: pb.ModelConfig) -> None:
     config.max_batch_size = 0
     config.model_transaction_policy.decoupled = True
     config.instance_group.add(kind=pb.ModelInstanceGroup.KIND_MODEL, count=1)
+
+
+def triton_completes_tensors(source: ModelSource) -> bool:
+    """Whether Triton is to read the model's tensors from its files (auto-complete):
+    the model declares no inputs or no outputs, and its backend can read them (the API
+    refuses the others). A model that declares both loads exactly as rendered."""
+    return source.runner in TENSORS_FROM_FILES and not (source.inputs and source.outputs)
 
 
 def _instance_kind(model: InferenceModel) -> int:

@@ -15,7 +15,7 @@ from shoal.api.quantity import canonical_quantity, quantity_value
 from shoal.api.tenantpool import TenantPoolSpec
 from shoal.render import pod_overrides
 from shoal.render.images import DEFAULT_IMAGES, ServingImages
-from shoal.render.model_config import render_config_pbtxt
+from shoal.render.model_config import render_config_pbtxt, triton_completes_tensors
 from shoal.render.model_fetch import MODEL_ROOT, fetch_plan, needs_network
 from shoal.render.names import (
     FETCH_CONTAINER,
@@ -86,13 +86,19 @@ def triton_args(model: InferenceModel) -> list[str]:
     # The model config's response_cache only marks the model as cacheable: the server
     # caches nothing unless it is started with a cache.
     cache_args = [f"--cache-config=local,size={cache}"] if cache is not None else []
+    # Triton completes a config from the model's files unless told not to: only a model
+    # that leaves its tensors to its files needs that (one model per server, so the
+    # flag is the model's); every other loads exactly as rendered.
+    strict = (
+        [] if triton_completes_tensors(model.spec.model) else ["--disable-auto-complete-config"]
+    )
     return [
         "tritonserver",
         f"--model-repository={MODEL_ROOT}",
         # Explicit control lets a later BatchPolicy change be loaded without a restart.
         "--model-control-mode=explicit",
         f"--load-model={model.spec.model.name}",
-        "--strict-model-config=true",
+        *strict,
         "--strict-readiness=true",
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
