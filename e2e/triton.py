@@ -3,8 +3,9 @@
 The ``nvidia-pytriton`` wheel ships the ``tritonserver`` binary (server 2.51) with its
 Python backend. We run that binary directly on a model repository of our own, exactly
 as the Deployments the operator renders run it on a GPU node: it parses and loads our
-``config.pbtxt`` files with ``--strict-model-config=true``. Only the device differs
-(``KIND_CPU`` instances; the CUDA and NVML warnings it prints at start are harmless).
+``config.pbtxt`` files as written, with ``--disable-auto-complete-config`` (or, with
+``strict=False``, as the rendered flags say). Only the device differs (``KIND_CPU``
+instances; the CUDA and NVML warnings it prints at start are harmless).
 """
 
 from __future__ import annotations
@@ -182,8 +183,14 @@ def start(
     extra_args: Sequence[str] = (),
     timeout: float = 90.0,
     wait_ready: bool = True,
+    strict: bool = True,
 ) -> TritonServer:
-    """Start tritonserver on ``model_repository`` and wait until it reports ready."""
+    """Start tritonserver on ``model_repository`` and wait until it reports ready.
+
+    ``strict``: load every config as written (``--disable-auto-complete-config``);
+    False leaves that to ``extra_args``, as a rendered Deployment's flags decide it
+    (``rendered_server_args``): without the flag, backends complete the configs.
+    """
     install = TritonInstall.find()
     workdir.mkdir(parents=True, exist_ok=True)
     http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
@@ -192,7 +199,7 @@ def start(
         f"--model-repository={model_repository}",
         f"--backend-directory={backend_directory(install, workdir)}",
         f"--cache-directory={install.root / 'caches'}",
-        "--strict-model-config=true",
+        *(["--disable-auto-complete-config"] if strict else []),
         f"--http-port={http_port}",
         f"--grpc-port={grpc_port}",
         f"--metrics-port={metrics_port}",

@@ -7,7 +7,7 @@ files, ONNX or TensorRT engines, are not here); BF16 tensors become FP16 (numpy,
 the stand-in computes with, has no bfloat16); a model declaring no tensors gets one.
 Everything else in the rendered config, batching, queue policies, priorities, version
 policy, warm-up, cache, parameters and tensors, is loaded as rendered, under
---strict-model-config=true.
+--disable-auto-complete-config.
 """
 
 from __future__ import annotations

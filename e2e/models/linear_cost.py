@@ -14,6 +14,20 @@ import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        """Its tensors, for a config that leaves them out: Triton calls this when it runs
+        without --disable-auto-complete-config, as the operator runs a model that
+        declares no tensors. A declared tensor must agree (Triton refuses the model
+        otherwise). max_batch_size is left alone: it is the BatchPolicy's."""
+        auto_complete_model_config.add_input(
+            {"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}
+        )
+        auto_complete_model_config.add_output(
+            {"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}
+        )
+        return auto_complete_model_config
+
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = config.get("parameters", {})

@@ -9,8 +9,9 @@ loads, and answers as it does, echoing the prompt word by word instead of genera
 - ``model.json`` (the engine's arguments) must be in the model's directory;
 - KIND_GPU is refused when ``tensor_parallel_size`` is above 1.
 
-It has no ``auto_complete_config``: under --strict-model-config the server would not
-call it, so the config must already be whole, as the operator renders it.
+It has no ``auto_complete_config``: the operator runs a vllm model's server with
+--disable-auto-complete-config, which would not call it, so the config must already be
+whole, as the operator renders it.
 """
 
 import json

@@ -2,7 +2,7 @@
 
 Configs are rendered for the examples and for InferenceModels and BatchPolicies
 generated from the CRD schemas, adapted for the CPU (e2e/triton_repo.py says
-exactly how), and loaded with --strict-model-config=true.
+exactly how), and loaded with --disable-auto-complete-config.
 """
 
 from __future__ import annotations
