@@ -749,6 +749,7 @@ def test_every_value_passes_the_api_servers_admission(
             "SHOAL_GATEWAY_NAMESPACE",
             "SHOAL_GATEWAY_IMAGE",
             "SHOAL_TRITON_IMAGE",
+            "SHOAL_TRITON_VLLM_IMAGE",
             "SHOAL_FETCH_IMAGE",
         )
     } == {
@@ -761,6 +762,7 @@ def test_every_value_passes_the_api_servers_admission(
         "SHOAL_GATEWAY_NAMESPACE": gateways,
         "SHOAL_GATEWAY_IMAGE": enterprise["gateway"]["image"],
         "SHOAL_TRITON_IMAGE": enterprise["modelImages"]["triton"],
+        "SHOAL_TRITON_VLLM_IMAGE": enterprise["modelImages"]["vllm"],
         "SHOAL_FETCH_IMAGE": enterprise["modelImages"]["fetch"],
     }
     # The gateways' placement, as the operator reads it back.
