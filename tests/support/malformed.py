@@ -1118,7 +1118,7 @@ BACKENDS = _cases(
 
 # An explicit null (an empty YAML value, a missing Helm value) on a scalar field with a
 # default. (For an object or list, null means its defaults: tests/support/unusual.py.)
-_SCRATCH = {"name": "extra", "mountPath": "/etc/shoal-extra", "emptyDir": {}}
+_SCRATCH = {"name": "extra", "mountPath": "/etc/shoal-extra", "emptyDir": {"sizeLimit": "1Gi"}}
 POD_OVERRIDES = _cases(
     IM,
     "search-ranker",
@@ -1273,8 +1273,18 @@ POD_OVERRIDES = _cases(
     ),
     (
         "im-volume-medium",
-        (("spec.runtime.volumes", [{**_SCRATCH, "emptyDir": {"medium": "HugePages"}}]),),
+        (
+            (
+                "spec.runtime.volumes",
+                [{**_SCRATCH, "emptyDir": {"sizeLimit": "1Gi", "medium": "HugePages"}}],
+            ),
+        ),
         ("spec.runtime.volumes[0].emptyDir.medium", "must be Memory"),
+    ),
+    (
+        "im-volume-scratch-unbounded",
+        (("spec.runtime.volumes", [{**_SCRATCH, "emptyDir": {}}]),),
+        ("spec.runtime.volumes[0].emptyDir.sizeLimit", REQUIRED),
     ),
 )
 

@@ -185,10 +185,10 @@ def test_the_overrides_reach_the_pod_after_and_apart_from_shoals() -> None:
         ("extraArgs", ["--http-port=9000"]),
         ("extraArgs", ["--model-control-mode=poll"]),
         ("extraArgs", ["--strict-model-config"]),
-        ("volumes", [{"name": "tmp", "mountPath": "/etc/x", "emptyDir": {}}]),
-        ("volumes", [{"name": "x", "mountPath": "/models", "emptyDir": {}}]),
-        ("volumes", [{"name": "x", "mountPath": "/dev", "emptyDir": {}}]),
-        ("volumes", [{"name": "x", "mountPath": "/tmp/cache", "emptyDir": {}}]),
+        ("volumes", [{"name": "tmp", "mountPath": "/etc/x", "emptyDir": {"sizeLimit": "1Gi"}}]),
+        ("volumes", [{"name": "x", "mountPath": "/models", "emptyDir": {"sizeLimit": "1Gi"}}]),
+        ("volumes", [{"name": "x", "mountPath": "/dev", "emptyDir": {"sizeLimit": "1Gi"}}]),
+        ("volumes", [{"name": "x", "mountPath": "/tmp/cache", "emptyDir": {"sizeLimit": "1Gi"}}]),
     ],
 )
 def test_what_shoal_sets_cannot_be_overridden(field: str, value: Any) -> None:

@@ -296,9 +296,9 @@ class ClaimVolume(SpecModel):
 
 
 class EmptyDirVolume(SpecModel):
-    size_limit: Quantity | None = Field(
-        default=None, description="The most it may hold. Unset: no limit but the node's."
-    )
+    # Required: scratch space without a bound can fill the node's disk (and an empty
+    # object here is one server-side apply turns into null when a field is removed).
+    size_limit: Quantity = Field(description="The most it may hold, such as 1Gi.")
     medium: Annotated[str, TextFormat(r"^Memory$", "Memory (a tmpfs)", max_length=16)] | None = (
         Field(default=None, description="Memory: a tmpfs, counted against the container's memory.")
     )
