@@ -238,7 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "doctor",
         help="check the installation on the current cluster: CRDs, admission policy, "
-        "operator, metrics API, HPAs, Prometheus; exits 1 when a check fails",
+        "operator, GPU nodes and products, Kueue for elastic pools, metrics API, HPAs, "
+        "Prometheus; exits 1 when a check fails",
     )
     p.add_argument("--kubeconfig", help="outside a pod; default: $KUBECONFIG, else ~/.kube/config")
     p.add_argument(
