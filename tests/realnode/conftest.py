@@ -226,7 +226,11 @@ def claim_of_model(
 
 
 def model_doc(
-    pool: str, storage: str, replicas: int = 1, s3: dict[str, Any] | None = None
+    pool: str,
+    storage: str,
+    replicas: int = 1,
+    s3: dict[str, Any] | None = None,
+    runtime: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     scaling = {"minReplicas": replicas, "maxReplicas": max(2, replicas)}
     body = linear_model(1, 0.1, pool=pool, scaling=scaling)
@@ -237,6 +241,7 @@ def model_doc(
     # The stand-in image carries the real server: a few seconds to start on 2 cores.
     # A quarter of one of real-0's two cores leaves room for the gateway's pods.
     body["spec"]["runtime"].update(startupTimeout="120s", cpu="250m", memory="1Gi")
+    body["spec"]["runtime"].update(runtime or {})
     return body
 
 
@@ -262,11 +267,12 @@ def model_on_real_node(
     s3: dict[str, Any] | None = None,
     download: dict[str, Any] | None = None,
     other_tenants: tuple[str, ...] = (),
+    runtime: dict[str, Any] | None = None,
 ) -> Iterator[str]:
     """A pool on real-0 (with one gateway replica when asked, and ``download`` as its
     ``access.modelDownload``) and the linear model from ``storage`` (with ``s3`` as its
-    store) in ``namespace``, the pool admitting ``other_tenants`` too; yields the pool's
-    name. On the way out both are deleted and
+    store, and ``runtime`` over its spec.runtime) in ``namespace``, the pool admitting
+    ``other_tenants`` too; yields the pool's name. On the way out both are deleted and
     their pods awaited gone, so the next test finds the node clean."""
     shoal = Shoal(api)
     core = client.CoreV1Api(api)
@@ -278,7 +284,7 @@ def model_on_real_node(
         doc["spec"]["access"] = {"modelDownload": download}
     shoal.create(doc)
     try:
-        shoal.create(model_doc(pool, storage, replicas, s3), namespace)
+        shoal.create(model_doc(pool, storage, replicas, s3, runtime), namespace)
         yield pool
     finally:
         shoal.delete("InferenceModel", "linear", namespace)

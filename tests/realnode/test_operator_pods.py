@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from e2e.gateway_pods import service_account_token
+from e2e.install import Kubectl
 from e2e.linear_model import BODY
 from e2e.operator import OperatorProcess, paused
 from kubernetes import client
@@ -28,6 +29,7 @@ from kubernetes.utils import create_from_dict
 
 from shoal.leader import LEASE_NAME
 from shoal.render.gateway import audience, gateway_name
+from shoal.render.names import SERVING_CONTAINER
 from tests.conftest import RealNode
 from tests.realnode.conftest import (
     LOAD_SCRIPT,
@@ -213,22 +215,56 @@ def test_uninstalling_the_chart_leaves_every_tenant_serving(
     release: str,
     shoal_images: dict[str, str],
     tmp_path: Path,
+    kubectl: Kubectl,
 ) -> None:
     """`helm uninstall` while a tenant's pod sends through its pool's gateway to a model,
     all of them pods on real-0 that the chart's operator made: not one request fails,
     the model's and the gateway's pods are the same pods, the gateways' namespace and
     every custom resource stay. Installed again under the same name, the chart adopts
-    what it kept and its operator takes the pool's next change to the same gateway."""
+    what it kept and its operator takes the pool's next change to the same gateway.
+
+    The model carries its owner's pod overrides, which the real kubelet runs: its pod
+    labels, variables from a ConfigMap's key and from all its keys, a tritonserver flag,
+    the ConfigMap mounted read-only and scratch space mounted writable."""
     shoal = Shoal(api)
     gateways = gateways_of(release)
+    core.create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="model-extras"),
+            data={"greeting": "hello from a ConfigMap", "level": "2"},
+        ),
+    )
     with (
         paused(operator),
         claim_of_model(api, core, namespace, tmp_path) as (claim, _),
         model_on_real_node(
-            api, namespace, real_node, f"pvc://{claim}/linear", gateway=True
+            api,
+            namespace,
+            real_node,
+            f"pvc://{claim}/linear",
+            gateway=True,
+            runtime=POD_OVERRIDES,
         ) as pool,
     ):
         wait_ready(shoal, namespace, "linear", timeout=240)
+        [served] = model_pods(core, namespace)
+        assert (served.metadata.labels or {}).get("example.com/team") == "search"
+        assert (served.metadata.annotations or {}).get("example.com/cost-center") == "42"
+
+        def run(*argv: str, check: bool = True) -> str:
+            exec_ = ("exec", "-n", namespace, str(served.metadata.name), "-c", SERVING_CONTAINER)
+            return kubectl(*exec_, "--", *argv, check=check)
+
+        assert run("printenv", "MODEL_LEVEL", "EXTRA_greeting").splitlines() == [
+            "2",
+            "hello from a ConfigMap",
+        ]
+        assert run("cat", "/etc/shoal-extras/greeting") == "hello from a ConfigMap"
+        run("touch", "/scratch/written")
+        refused = run("touch", "/etc/shoal-extras/written", check=False)
+        assert "Read-only file system" in refused, refused
+        assert "--log-verbose=1" in run("cat", "/proc/1/cmdline").split("\0")
         [gateway] = wait_for(
             "the pool's gateway pod Ready",
             lambda: _gateway_pods(core, gateways, pool),
@@ -311,6 +347,24 @@ def test_uninstalling_the_chart_leaves_every_tenant_serving(
         )
         assert [p.metadata.uid for p in model_pods(core, namespace)] == [model.metadata.uid]
         core.delete_namespaced_pod("tenant-load", namespace)
+
+
+POD_OVERRIDES = {
+    "podLabels": {"example.com/team": "search"},
+    "podAnnotations": {"example.com/cost-center": "42"},
+    "env": [
+        {
+            "name": "MODEL_LEVEL",
+            "valueFrom": {"configMapKeyRef": {"name": "model-extras", "key": "level"}},
+        }
+    ],
+    "envFrom": [{"configMapRef": {"name": "model-extras"}, "prefix": "EXTRA_"}],
+    "extraArgs": ["--log-verbose=1"],
+    "volumes": [
+        {"name": "extras", "mountPath": "/etc/shoal-extras", "configMap": {"name": "model-extras"}},
+        {"name": "scratch", "mountPath": "/scratch", "emptyDir": {"sizeLimit": "64Mi"}},
+    ],
+}
 
 
 def _gateway_pods(core: client.CoreV1Api, namespace: str, pool: str) -> list[client.V1Pod]:
