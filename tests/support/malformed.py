@@ -1282,6 +1282,11 @@ POD_OVERRIDES = _cases(
         ("spec.runtime.volumes[0].emptyDir.medium", "must be Memory"),
     ),
     (
+        "im-pull-secret-as-name",
+        (("spec.runtime.imagePullSecrets", ["mirror"]),),
+        ("spec.runtime.imagePullSecrets[0]", "must be of type object"),
+    ),
+    (
         "im-volume-scratch-unbounded",
         (("spec.runtime.volumes", [{**_SCRATCH, "emptyDir": {}}]),),
         ("spec.runtime.volumes[0].emptyDir.sizeLimit", REQUIRED),

@@ -193,7 +193,7 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "runtime.memory", "4Gi"),
     FieldCase(IM, "runtime.shmSize", "2Gi"),
     FieldCase(IM, "runtime.serviceAccountName", "model-reader"),
-    FieldCase(IM, "runtime.imagePullSecrets", ["mirror-pull"]),
+    FieldCase(IM, "runtime.imagePullSecrets", [{"name": "mirror-pull"}]),
     FieldCase(IM, "runtime.responseCacheSize", "512Mi", {"model.responseCache": True}),
     FieldCase(IM, "runtime.podLabels", {"example.com/team": "search", "tier": "gold"}),
     FieldCase(IM, "runtime.podAnnotations", {"example.com/cost-center": "42"}),

@@ -235,7 +235,11 @@ def test_a_models_service_account_and_pull_secrets_reach_its_pods() -> None:
     """A cloud identity for the model's storage, a private registry's secrets; unset,
     neither appears (the namespace's default account, no token mounted)."""
     base = example("InferenceModel", "search-ranker")["spec"]["runtime"]
-    runtime = {**base, "serviceAccountName": "model-reader", "imagePullSecrets": ["mirror"]}
+    runtime = {
+        **base,
+        "serviceAccountName": "model-reader",
+        "imagePullSecrets": [{"name": "mirror"}],
+    }
     pod = deployment(model(runtime=runtime), pool().spec, "")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "model-reader"
     assert pod["imagePullSecrets"] == [{"name": "mirror"}]

@@ -33,6 +33,7 @@ from shoal.api.pod_overrides import (
     ExtraVolumes,
     PodAnnotations,
     PodLabels,
+    PullSecrets,
     TritonArgs,
 )
 from shoal.api.quantity import quantity_value
@@ -261,6 +262,53 @@ class S3Storage(SpecModel):
         f"{S3_SECRET_KEY}; the fetch container reads them from its environment, never "
         "from its arguments. Unset: the pods' cloud identity (IRSA, ...) or no "
         "credentials.",
+    )
+
+
+# The model's files' size: a whole number of bytes with an optional suffix, so that CEL
+# can compare it as a quantity (a schema that also took numbers could not be typed).
+MODEL_SIZE_PATTERN = r"^[1-9][0-9]{0,15}(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"
+MODEL_SIZE_MIN, MODEL_SIZE_MAX = "1Mi", "1Pi"
+ModelSize = Annotated[
+    str,
+    TextFormat(
+        MODEL_SIZE_PATTERN,
+        "a whole number of bytes with an optional suffix, such as 12Gi",
+        max_length=18,
+        example="12Gi",
+    ),
+    Check(
+        cel=f"!self.matches({cel_string(MODEL_SIZE_PATTERN)}) || "
+        f"(quantity(self).compareTo(quantity('{MODEL_SIZE_MIN}')) >= 0 && "
+        f"quantity(self).compareTo(quantity('{MODEL_SIZE_MAX}')) <= 0)",
+        check=lambda size: (
+            not matches(MODEL_SIZE_PATTERN, size)
+            or quantity_value(MODEL_SIZE_MIN) <= quantity_value(size) <= quantity_value(MODEL_SIZE_MAX)
+        ),
+        message=f"must be from {MODEL_SIZE_MIN} to {MODEL_SIZE_MAX}",
+    ),
+]
+# A ConfigMap's key, as the API server checks one (IsConfigMapKey).
+ConfigMapKey = Annotated[
+    ConfigKey,
+    Check(
+        cel="self != '.' && !self.startsWith('..')",
+        check=lambda key: key != "." and not key.startswith(".."),
+        message="must not be '.' nor start with '..'",
+    ),
+]
+CA_BUNDLE_KEY = "ca.crt"
+
+
+class CaBundle(SpecModel):
+    """The certificates that the model's downloads trust: a key of a ConfigMap in the
+    model's namespace (such as one trust-manager writes), mounted into the fetch
+    container and handed to rclone (--ca-cert)."""
+
+    name: DnsSubdomain = Field(description="The ConfigMap, in the model's namespace.")
+    key: ConfigMapKey = Field(
+        default=CA_BUNDLE_KEY,
+        description="Its key holding the PEM certificates. Unset: ca.crt.",
     )
 
 
@@ -512,12 +560,11 @@ class Runtime(SpecModel):
         "bound to a cloud identity (IRSA, Workload Identity) that may read the model's "
         "storage. Unset: the namespace's default. No API token is mounted either way.",
     )
-    image_pull_secrets: Annotated[list[DnsSubdomain], UniqueList] | None = Field(
+    image_pull_secrets: PullSecrets | None = Field(
         default=None,
-        max_length=16,
         description="Secrets in the model's namespace for pulling the Triton and model-fetch "
-        "images from a private registry.",
-        json_schema_extra={"x-kubernetes-list-type": "set"},
+        "images from a private registry, as a pod spec names them: [{name: mirror}].",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     response_cache_size: CacheSize | None = Field(
         default=None,

@@ -346,6 +346,17 @@ class ExtraVolume(SpecModel):
     )
 
 
+class LocalObjectReference(SpecModel):
+    """A Secret in the model's namespace, named as a pod spec names it."""
+
+    name: DnsSubdomain = Field(description="The Secret's name.")
+
+
+PullSecrets = Annotated[
+    list[LocalObjectReference],
+    unique_by("name"),
+    Field(max_length=16),
+]
 PodLabels = Annotated[dict[PodLabelKey, LabelValue], Field(max_length=32)]
 PodAnnotations = Annotated[
     dict[PodAnnotationKey, Annotated[str, Field(max_length=4096)]], Field(max_length=32)

@@ -284,7 +284,7 @@ def deployment(
     if runtime.service_account_name:
         pod_spec["serviceAccountName"] = runtime.service_account_name
     if runtime.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": name} for name in runtime.image_pull_secrets]
+        pod_spec["imagePullSecrets"] = [ref.to_wire() for ref in runtime.image_pull_secrets]
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
     if tolerations:
