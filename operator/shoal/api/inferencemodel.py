@@ -283,14 +283,22 @@ ModelSize = Annotated[
         f"quantity(self).compareTo(quantity('{MODEL_SIZE_MAX}')) <= 0)",
         check=lambda size: (
             not matches(MODEL_SIZE_PATTERN, size)
-            or quantity_value(MODEL_SIZE_MIN) <= quantity_value(size) <= quantity_value(MODEL_SIZE_MAX)
+            or quantity_value(MODEL_SIZE_MIN)
+            <= quantity_value(size)
+            <= quantity_value(MODEL_SIZE_MAX)
         ),
         message=f"must be from {MODEL_SIZE_MIN} to {MODEL_SIZE_MAX}",
     ),
 ]
 # A ConfigMap's key, as the API server checks one (IsConfigMapKey).
 ConfigMapKey = Annotated[
-    ConfigKey,
+    str,
+    TextFormat(
+        r"^[-._a-zA-Z0-9]+$",
+        "a ConfigMap key: letters, digits, '-', '_' and '.'",
+        min_length=1,
+        max_length=253,
+    ),
     Check(
         cel="self != '.' && !self.startsWith('..')",
         check=lambda key: key != "." and not key.startswith(".."),
