@@ -15,6 +15,8 @@ from typing import Any
 from shoal.api.constants import API_VERSION
 from shoal.kube.client import ApiError
 from shoal.kube.issuer import fetch_issuer
+from shoal.reconcile.gateway import issuer_sources
+from shoal.reconcile.pool import parsed_pools
 from shoal.state import Operator
 from shoal.telemetry import MANAGED, RESYNCS
 
@@ -63,11 +65,14 @@ def _repair(op: Operator, kind: str, items: list[dict[str, Any]]) -> None:
 
 def resync_all(op: Operator) -> None:
     """Request a pass over every object (the periodic backstop), with the cluster's
-    token signing keys read again (the gateways verify callers with them)."""
+    token signing keys and those of the OIDC issuers pools trust read again (the
+    gateways verify callers with them)."""
     try:
         op.issuer = fetch_issuer(op.kube)
     except ApiError as exc:
         log.warning("reading the service-account issuer's keys failed: %s", exc.reason)
+    pools = [pool for pool, deleting in parsed_pools(op.cache.all("TenantPool")) if not deleting]
+    op.oidc.refresh_all(issuer_sources(pools))
     for kind in ("TenantPool", "BatchPolicy", "InferenceModel"):
         items = listed(op, kind)
         MANAGED.labels(kind).set(len(items))

@@ -17,6 +17,7 @@ from shoal.autoscale.predictions import Predictions
 from shoal.cache import Cache
 from shoal.kube.client import Kube
 from shoal.kube.kueue import KueueProbe
+from shoal.kube.oidc import Keyring
 from shoal.leader import Elector
 from shoal.metrics.reader import MetricsReader
 from shoal.render.keys import Issuer
@@ -61,6 +62,8 @@ class Operator:
     pool_gauges: PoolGauges = field(default_factory=PoolGauges, init=False)
     # The cluster's service-account token issuer and keys, for the gateways.
     issuer: Issuer | None = field(default=None, init=False)
+    # The signing keys of the OIDC issuers pools' gateways trust.
+    oidc: Keyring = field(default_factory=Keyring, init=False)
     # Models the API server lists at a version the watch has not delivered, and since
     # when (the liveness check of the watches).
     watch_lag: dict[tuple[str, str], float] = field(default_factory=dict, init=False)

@@ -78,6 +78,11 @@ LABEL_VALUE = "must be a label value"
 CRON = "must be a five-field cron expression"
 TOLERATION = "spec.placement.tolerations[0]"
 _NIGHT = {"name": "night", "start": "0 22 * * *", "duration": "8h", "gpus": 1}
+_OIDC = {
+    "issuer": "https://login.example.com/realms/platform",
+    "audience": "shoal-inference",
+    "tenantClaim": "shoal_namespace",
+}
 
 CASES: tuple[Case, ...] = (
     # ------------------------------------------------------------------ BatchPolicy
@@ -388,6 +393,95 @@ CASES: tuple[Case, ...] = (
         "critical",
         (("spec.access.gatewayNamespaces", [""]),),
         ("spec.access.gatewayNamespaces[0]", "at least 1 chars long"),
+    ),
+    Case(
+        "tp-oidc-issuer-plain-http",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{**_OIDC, "issuer": "http://login.example.com/realms/x"}]),),
+        ("spec.gateway.oidc[0].issuer", "must be an https:// URL"),
+    ),
+    Case(
+        "tp-oidc-issuer-with-credentials",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{**_OIDC, "issuer": "https://user:pw@login.example.com"}]),),
+        ("spec.gateway.oidc[0].issuer", "without credentials"),
+    ),
+    Case(
+        "tp-oidc-issuer-with-query",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{**_OIDC, "issuer": "https://login.example.com/?realm=x"}]),),
+        ("spec.gateway.oidc[0].issuer", "query or fragment"),
+    ),
+    Case(
+        "tp-oidc-jwks-uri-with-fragment",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{**_OIDC, "jwksURI": "https://login.example.com/keys#a"}]),),
+        ("spec.gateway.oidc[0].jwksURI", "must be an https:// URL"),
+    ),
+    Case(
+        "tp-oidc-issuer-twice",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [_OIDC, {**_OIDC, "audience": "other"}]),),
+        ("spec.gateway.oidc[1]", "Duplicate value"),
+    ),
+    Case(
+        "tp-oidc-too-many-issuers",
+        TP,
+        "critical",
+        (
+            (
+                "spec.gateway.oidc",
+                [{**_OIDC, "issuer": f"https://idp-{i}.example.com"} for i in range(5)],
+            ),
+        ),
+        ("spec.gateway.oidc", "must have at most 4 items"),
+    ),
+    Case(
+        "tp-oidc-audience-missing",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{k: v for k, v in _OIDC.items() if k != "audience"}]),),
+        ("spec.gateway.oidc[0].audience", REQUIRED),
+    ),
+    Case(
+        "tp-oidc-audience-with-space",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{**_OIDC, "audience": "shoal inference"}]),),
+        ("spec.gateway.oidc[0].audience", "printable ASCII characters without spaces"),
+    ),
+    Case(
+        "tp-oidc-tenant-claim-registered",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{**_OIDC, "tenantClaim": "aud"}]),),
+        ("spec.gateway.oidc[0].tenantClaim", "must name a claim that says who the caller is"),
+    ),
+    Case(
+        "tp-oidc-tenant-claim-url",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{**_OIDC, "tenantClaim": "https://example.com/tenant"}]),),
+        ("spec.gateway.oidc[0].tenantClaim", "must be a claim name"),
+    ),
+    Case(
+        "tp-oidc-tenant-claim-missing",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{k: v for k, v in _OIDC.items() if k != "tenantClaim"}]),),
+        ("spec.gateway.oidc[0].tenantClaim", REQUIRED),
+    ),
+    Case(
+        "tp-oidc-certificate-authority-not-pem",
+        TP,
+        "critical",
+        (("spec.gateway.oidc", [{**_OIDC, "certificateAuthority": "MIIBIjANBgkqhkiG9w0B"}]),),
+        ("spec.gateway.oidc[0].certificateAuthority", "must be one or more PEM certificates"),
     ),
     Case(
         "tp-unknown-field",

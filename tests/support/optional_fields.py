@@ -123,6 +123,13 @@ WINDOW = {
     "duration": "24h",
     "limits": {"requestsPerSecond": 1000},
 }
+# An issuer nothing answers for (a refused connection, at once): the pool's gateway then
+# trusts it with no keys, which is what the set/unset cases compare.
+OIDC = {
+    "issuer": "https://127.0.0.1:9/realms/case",
+    "audience": "shoal-case",
+    "tenantClaim": "shoal_namespace",
+}
 PROXY = {
     "url": "http://egress-proxy.{gateway}.svc:3128",
     "namespace": "{gateway}",
@@ -509,6 +516,14 @@ CASES: tuple[FieldCase, ...] = (
         "gateway.windows[].limits.queueTimeout",
         "3s",
         {"gateway.windows": [WINDOW]},
+    ),
+    FieldCase(TP, "gateway.oidc", [OIDC]),
+    FieldCase(TP, "gateway.oidc[].jwksURI", "https://127.0.0.1:9/certs", {"gateway.oidc": [OIDC]}),
+    FieldCase(
+        TP,
+        "gateway.oidc[].certificateAuthority",
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        {"gateway.oidc": [OIDC]},
     ),
     FieldCase(TP, "access.modelDownload", {"mode": "None"}),
     FieldCase(TP, "access.modelDownload.mode", "None"),

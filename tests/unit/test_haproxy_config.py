@@ -21,6 +21,7 @@ from shoal.render.gateway_config import (
     Route,
     Server,
     SigningKey,
+    TrustedIssuer,
 )
 from shoal.render.haproxy_config import (
     GatewayConfigError,
@@ -81,8 +82,23 @@ def config(**changes: object) -> GatewayConfig:
             Peer("shoal-gw-shared-5c6d-aaaaa", "10.0.3.4"),
             Peer("shoal-gw-shared-5c6d-bbbbb", "10.0.4.9"),
         ),
+        oidc=(
+            TrustedIssuer(
+                issuer="https://login.example.com/realms/platform",
+                audience="shoal-inference",
+                tenant_claim="shoal.namespace",
+                keys=(
+                    SigningKey("idp-2", "ES256", "/etc/shoal-gateway/keys/oidc-1-idp-2.pem"),
+                    SigningKey("idp-1", "RS256", "/etc/shoal-gateway/keys/oidc-1-idp-1.pem"),
+                ),
+            ),
+        ),
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def oidc(**changes: object) -> TrustedIssuer:
+    return dataclasses.replace(config().oidc[0], **changes)  # type: ignore[arg-type]
 
 
 def section(text: str, header: str) -> list[str]:
@@ -120,26 +136,58 @@ def test_the_order_of_the_inputs_does_not_matter() -> None:
     assert haproxy_config(shuffled) == haproxy_config(c)
 
 
-def test_every_key_file_is_named_in_a_jwt_verify_with_its_own_algorithm() -> None:
+def test_every_key_file_is_named_in_a_jwt_verify_of_its_issuer_with_its_own_algorithm() -> None:
     text = haproxy_config(config())
-    for key in config().keys:
-        kid = f'if {{ var(txn.jwt_kid) -m str -- "{key.kid}" }}'
-        assert f'jwt_verify("{key.alg}","{key.path}") {kid}' in text
-        assert f'{{ var(txn.jwt_alg) -m str -- "{key.alg}" }}' in text
-        assert f'jwt_verify("{key.alg}","{key.path}")' in text
+    sources = [("sa", config().keys), ("oidc0", config().oidc[0].keys)]
+    for source, keys in sources:
+        for key in keys:
+            assert (
+                f'jwt_verify("{key.alg}","{key.path}") if {{ var(txn.jwt_src) -m str {source} }} '
+                f'{{ var(txn.jwt_kid) -m str -- "{key.kid}" }} '
+                f'{{ var(txn.jwt_alg) -m str -- "{key.alg}" }}'
+            ) in text
+    assert text.count("jwt_verify(") == 4
 
 
-def test_the_claims_checked() -> None:
+def test_the_issuer_a_token_names_picks_its_keys_audience_and_tenant_claim() -> None:
     text = haproxy_config(config())
     assert (
-        "jwt_payload_query('$.iss') -m str -- \"https://kubernetes.default.svc.cluster.local\""
+        'str(sa) if { var(txn.jwt_iss) -m str -- "https://kubernetes.default.svc.cluster.local" }'
         in text
     )
-    assert "jwt_payload_query('$.aud[7]') -m str -- \"shoal-gateway.shared\"" in text
+    assert (
+        'str(oidc0) if { var(txn.jwt_iss) -m str -- "https://login.example.com/realms/platform" }'
+        in text
+    )
+    # Audiences compared as the bytes of a JSON string, each issuer's own.
+    assert (
+        f"str({b'shoal-gateway.shared'.hex().upper()}) if {{ var(txn.jwt_src) -m str sa }}" in text
+    )
+    assert f"str({b'shoal-inference'.hex().upper()}) if {{ var(txn.jwt_src) -m str oidc0 }}" in text
+    assert "jwt_payload_query('$.aud[7]','int'),hex,strcmp(txn.aud_wanted) -m int eq 0" in text
+    assert "unless { var(txn.jwt_exp),hex -m reg ^00[0-9A-F]{14}$ }" in text
     assert "var(txn.jwt_exp),sub(txn.now) -m int gt 0" in text
     assert "var(txn.jwt_nbf),sub(txn.now) -m int gt 60" in text
-    assert "field(3,:)" in text  # the namespace of system:serviceaccount:<ns>:<name>
+    # the namespace of system:serviceaccount:<ns>:<name>, for service-account tokens only
+    assert "field(3,:) if { var(txn.jwt_src) -m str sa }" in text
+    assert "jwt_payload_query('$.shoal.namespace') if { var(txn.jwt_src) -m str oidc0 }" in text
+    assert "if { var(txn.tenant_hex) -m reg ^(00|FF)[0-9A-F]{14}$ }" in text
     assert 'unless { var(txn.tenant) -m str -- "team-a" "team-b" "team-c" }' in text
+
+
+def test_without_oidc_issuers_only_service_account_tokens_name_a_tenant() -> None:
+    text = haproxy_config(config(oidc=()))
+    assert "oidc0" not in text
+    assert "tenant_hex" not in text
+    assert text.count("jwt_verify(") == 2
+
+
+def test_an_issuer_without_keys_has_its_tokens_refused() -> None:
+    """Its tokens pick no key, so no jwt_verify sets txn.jwt_ok: 401."""
+    issuer = dataclasses.replace(config().oidc[0], keys=())
+    text = haproxy_config(config(oidc=(issuer,)))
+    assert "str(oidc0)" in text
+    assert "-m str oidc0 } { var(txn.jwt_kid)" not in text
 
 
 def test_client_headers_the_gateway_owns_are_removed_first() -> None:
@@ -338,6 +386,14 @@ def test_quoting_keeps_values_inert() -> None:
             )
         },
         {"bind_address": "0.0.0.0 ssl"},
+        {"oidc": (oidc(issuer="https://kubernetes.default.svc.cluster.local"),)},
+        {"oidc": (oidc(), oidc())},
+        {"oidc": (oidc(tenant_claim="a b"),)},
+        {"oidc": (oidc(tenant_claim="a['b']"),)},
+        {"oidc": (oidc(tenant_claim=""),)},
+        {"oidc": (oidc(audience=""),)},
+        {"oidc": (oidc(keys=(SigningKey("k", "HS256", "/o.pem"),)),)},
+        {"oidc": (oidc(keys=(SigningKey("k", "RS256", "/etc/shoal-gateway/keys/kid-rsa.pem"),)),)},
     ],
 )
 def test_inputs_it_cannot_express_safely_are_refused(changes: dict[str, object]) -> None:

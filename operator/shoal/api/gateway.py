@@ -1,8 +1,9 @@
 """A TenantPool's gateway: the edge every tenant's requests come through.
 
-The gateway proves who is calling (a ServiceAccount token for the gateway's audience),
-enforces each tenant's limits, orders requests by priority and routes them to the least
-loaded ready replica of the tenant's model. These models say how big it is and what each
+The gateway proves who is calling (a ServiceAccount token for the gateway's audience, or
+a token of an OIDC issuer the pool trusts), enforces each tenant's limits, orders
+requests by priority and routes them to the least loaded ready replica of the tenant's
+model. These models say how big it is and what each
 tenant may do; docs/gateway.md says how it works.
 """
 
@@ -13,11 +14,13 @@ from typing import Annotated
 from pydantic import Field
 
 from shoal.api.common import (
+    Check,
     DnsLabel,
     DurationFormat,
     ResourceQuantity,
     Rule,
     SpecModel,
+    TextFormat,
     unique_by,
 )
 from shoal.api.windows import Window
@@ -94,6 +97,121 @@ class LimitWindow(Window):
     limits: GatewayLimits = Field(description="The default limits while the window is open.")
 
 
+# An issuer's URL as OpenID Connect names one: https, a host (a name or an IPv4 address)
+# and an optional port and path, without credentials, query or fragment.
+_HOST = r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*"
+_PORT = (
+    r"(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?"
+)
+_PATH = r"(/[-A-Za-z0-9._~!$&()*+,;=:@%/]*)?"
+ISSUER_URL_PATTERN = rf"^https://{_HOST}{_PORT}{_PATH}$"
+JWKS_URI_PATTERN = rf"^https://{_HOST}{_PORT}{_PATH}(\?[-A-Za-z0-9._~!$&()*+,;=:@%/?]*)?$"
+IssuerUrl = Annotated[
+    str,
+    TextFormat(
+        ISSUER_URL_PATTERN,
+        "an https:// URL of a host, an optional port and path, without credentials, query "
+        "or fragment, exactly as the issuer's tokens name it in iss",
+        max_length=512,
+        min_length=9,
+        example="https://login.example.com/realms/platform",
+    ),
+]
+JwksUri = Annotated[
+    str,
+    TextFormat(
+        JWKS_URI_PATTERN,
+        "an https:// URL of a host, an optional port, path and query, without credentials "
+        "or fragment",
+        max_length=1024,
+        min_length=9,
+        example="https://login.example.com/realms/platform/protocol/openid-connect/certs",
+    ),
+]
+# Printable ASCII without spaces: what OIDC client ids and API identifiers are.
+Audience = Annotated[
+    str,
+    TextFormat(
+        r"^[!-~]+$",
+        "an audience of printable ASCII characters without spaces",
+        max_length=256,
+        min_length=1,
+        example="shoal-inference",
+    ),
+]
+# A claim the gateway reads with HAProxy's JSON path: a name, or up to four names joined
+# by "." for a claim inside objects; names of letters, digits, "_" and "-".
+TENANT_CLAIM_PATTERN = r"^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,3}$"
+# Claims that say something else than who the caller is.
+REGISTERED_CLAIMS = ("iss", "aud", "exp", "nbf", "iat", "jti")
+TenantClaim = Annotated[
+    str,
+    TextFormat(
+        TENANT_CLAIM_PATTERN,
+        "a claim name of letters, digits, '_' and '-' (up to 64), or up to four such names "
+        "joined by '.' for a claim inside objects",
+        max_length=259,
+        min_length=1,
+        example="shoal_namespace",
+    ),
+    Check(
+        cel="!(self in [" + ", ".join(f"'{c}'" for c in REGISTERED_CLAIMS) + "])",
+        check=lambda claim: claim not in REGISTERED_CLAIMS,
+        message="must name a claim that says who the caller is, not "
+        + ", ".join(REGISTERED_CLAIMS),
+    ),
+]
+PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----"
+CertificateAuthority = Annotated[
+    str,
+    Field(max_length=65536),
+    Check(
+        cel=f"self.contains('{PEM_CERTIFICATE}')",
+        check=lambda text: PEM_CERTIFICATE in text,
+        message=f"must be one or more PEM certificates ({PEM_CERTIFICATE} ...)",
+    ),
+]
+MAX_OIDC_ISSUERS = 4
+
+
+class OidcIssuer(SpecModel):
+    """An OpenID Connect issuer whose tokens the gateway accepts beside the cluster's
+    ServiceAccount tokens: its callers need no Kubernetes identity (a caller outside the
+    cluster, through an ingress). The operator fetches the issuer's signing keys (JWKS)
+    and the gateway verifies its tokens with them."""
+
+    issuer: IssuerUrl = Field(
+        description="The issuer's URL, exactly as its tokens name it in iss, e.g. "
+        "https://login.example.com/realms/platform. Its discovery document "
+        "(<issuer>/.well-known/openid-configuration) must name the same issuer.",
+    )
+    jwks_uri: JwksUri | None = Field(
+        default=None,
+        alias="jwksURI",
+        description="Where the issuer publishes its signing keys (a JSON Web Key Set). "
+        "Unset: the jwks_uri of its discovery document. The operator fetches it at every "
+        "resync; the gateway itself makes no outbound call.",
+    )
+    certificate_authority: CertificateAuthority | None = Field(
+        default=None,
+        description="PEM certificates of the CA that signs the issuer's (and jwksURI's) "
+        "HTTPS certificate, trusted instead of the operator's system CAs: for a private "
+        "issuer. Unset: the system CAs.",
+    )
+    audience: Audience = Field(
+        description="The aud the issuer's tokens must carry for this pool's gateway (a "
+        "string, or an entry of a list): the client id or API identifier the issuer gives "
+        "this gateway. Tokens it issues for other audiences are refused.",
+    )
+    tenant_claim: TenantClaim = Field(
+        description="The claim whose value, a string, is the caller's tenant namespace, "
+        "e.g. shoal_namespace, or shoal.namespace for a claim inside an object. It must "
+        "name a namespace the pool admits (others get 403); a token without it, or with "
+        "a number, list or object there, gets 401. Use a claim the issuer sets and "
+        "callers cannot choose.",
+    )
+
+
 class Gateway(SpecModel):
     """The pool's gateway: HAProxy, configured by Shoal, in front of the pool's models."""
 
@@ -126,4 +244,15 @@ class Gateway(SpecModel):
         max_length=16,
         description="Time windows with other default limits; the first open one applies.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    oidc: Annotated[list[OidcIssuer], unique_by("issuer")] = Field(
+        default_factory=list,
+        max_length=MAX_OIDC_ISSUERS,
+        description="OpenID Connect issuers whose tokens the gateway accepts beside "
+        "ServiceAccount tokens, each naming the tenant in a claim. Empty: ServiceAccount "
+        "tokens only.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["issuer"],
+        },
     )

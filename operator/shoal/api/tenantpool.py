@@ -450,6 +450,25 @@ class TenantPoolSpec(SpecModel):
     )
 
 
+class OidcIssuerStatus(SpecModel):
+    """The signing keys of one OIDC issuer the gateway trusts, as it verifies with them."""
+
+    issuer: str = Field(description="The issuer (spec.gateway.oidc[].issuer).")
+    jwks_uri: str | None = Field(
+        default=None, alias="jwksURI", description="Where its keys were last fetched from."
+    )
+    keys: list[str] = Field(
+        default_factory=list,
+        description="The key ids the gateway verifies its tokens with: the last key set "
+        "fetched. Empty: none yet, and its tokens are refused.",
+    )
+    error: str | None = Field(
+        default=None,
+        description="Why the last fetch of its keys failed; the keys above are those "
+        "fetched before. Unset: the last fetch succeeded.",
+    )
+
+
 class GatewayStatus(SpecModel):
     """The pool's gateway as it stands."""
 
@@ -460,6 +479,9 @@ class GatewayStatus(SpecModel):
     )
     replicas: int | None = Field(default=None, ge=0, description="Gateway replicas.")
     ready_replicas: int | None = Field(default=None, ge=0, description="Ready replicas.")
+    oidc: list[OidcIssuerStatus] = Field(
+        default_factory=list, description="The OIDC issuers it trusts, and their keys."
+    )
 
 
 class CapacityStatus(SpecModel):

@@ -22,7 +22,12 @@ from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
 from shoal.reconcile.elastic import DRAIN_SECONDS, RECHECK_SECONDS, converge_capacity
-from shoal.reconcile.gateway import GatewayUnavailableError, converge_gateway
+from shoal.reconcile.gateway import (
+    GatewayUnavailableError,
+    converge_gateway,
+    issuer_keys_condition,
+    trusted_keys,
+)
 from shoal.reconcile.prune import Owner, keys, prune, stale
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.render.access import access_condition, access_problems
@@ -206,6 +211,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
     capacity: dict[str, Any] | None = None
     evicted = 0
     elastic = Cond("ElasticCapacity", "Unknown", "NotApplied", "Not applied yet.")
+    trusted = trusted_keys(op, pool)
     try:
         _converge(op, pool, plan)
         found = converge_capacity(
@@ -219,7 +225,7 @@ def reconcile_pool(op: Operator, name: str) -> None:
         )
         capacity, elastic, evicted = found.status, found.condition, found.evicted
         try:
-            gateway = converge_gateway(op, pool, admitted, models)
+            gateway = converge_gateway(op, pool, admitted, models, trusted)
         except GatewayUnavailableError as exc:
             gateway_problem = exc
         ready = Cond(
@@ -239,9 +245,10 @@ def reconcile_pool(op: Operator, name: str) -> None:
     problems = access_problems(pool, op.cache.all("Namespace"), [p for p, _ in pools])
     access = Cond(**access_condition(problems))
     gateway_ready = gateway_condition(pool, gateway, gateway_problem)
+    issuers = issuer_keys_condition(pool, trusted)
     status = assemble(
         body,
-        [ready, *kstatus(ready, stalled=stuck), access, *gateway_ready, elastic],
+        [ready, *kstatus(ready, stalled=stuck), access, *gateway_ready, *issuers, elastic],
         admittedNamespaces=admitted,
         gateway=gateway,
         capacity=capacity,
@@ -251,8 +258,14 @@ def reconcile_pool(op: Operator, name: str) -> None:
     op.pool_gauges.publish(name, str(pool.spec.isolation), capacity)
     before = condition(body.get("status"), access.type) or {}
     news = access.status == "False" and before.get("message") != access.message
-    if write_status(op.kube, op.cache, body, status) and news:
-        op.kube.event(body, "Warning", access.reason, access.message)
+    warnings = [access] if news else []
+    for issue in issuers:
+        was = condition(body.get("status"), issue.type) or {}
+        if issue.status == "False" and was.get("message") != issue.message:
+            warnings.append(issue)
+    if write_status(op.kube, op.cache, body, status):
+        for warning in warnings:
+            op.kube.event(body, "Warning", warning.reason, warning.message)
 
 
 def gateway_condition(

@@ -22,7 +22,7 @@ from shoal.render.gateway import GatewaySite, gateway_objects
 from shoal.render.gateway_config import Route
 from shoal.render.gateway_plan import gateway_config, route, unique_routes
 from shoal.render.haproxy_config import haproxy_config
-from shoal.render.keys import Issuer, PublicKey
+from shoal.render.keys import Issuer, PublicKey, issuer_file_prefix
 from shoal.render.model_plan import Key, ModelFacts, PlanError, PoolMember, plan_model
 from shoal.render.overflow import overflow_objects
 from shoal.render.pool_plan import PoolFacts, plan_pool
@@ -46,6 +46,12 @@ PREVIEW_ISSUER = Issuer(
     keys=(PublicKey("the-clusters-signing-key", "RS256", "(the cluster's public key)\n"),),
 )
 PREVIEW_TIME = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def preview_oidc_keys(issuer: str) -> tuple[PublicKey, ...]:
+    """An OIDC issuer's keys, which the operator fetches: one placeholder in a preview."""
+    placeholder = "(the issuer's public key, fetched by the operator)\n"
+    return (PublicKey("the-issuers-signing-key", "RS256", placeholder, issuer_file_prefix(issuer)),)
 
 
 @dataclass(frozen=True)
@@ -195,8 +201,14 @@ def render_documents(
             mine = unique_routes(
                 [r for r in routes.get(each_pool.metadata.name, []) if r[1].tenant in admitted]
             )
-            config = gateway_config(each_pool, PREVIEW_ISSUER, admitted, mine, (), facts.at)
+            oidc = [(spec, preview_oidc_keys(spec.issuer)) for spec in each_pool.spec.gateway.oidc]
+            config = gateway_config(each_pool, PREVIEW_ISSUER, admitted, mine, (), facts.at, oidc)
             pool_docs += gateway_objects(
-                each_pool, site, haproxy_config(config), PREVIEW_ISSUER.keys, admitted
+                each_pool,
+                site,
+                haproxy_config(config),
+                PREVIEW_ISSUER.keys,
+                admitted,
+                [(spec.issuer, keys) for spec, keys in oidc],
             )
     return pool_docs + out

@@ -2,14 +2,17 @@
 
 In the gateway namespace (one for all pools, ``shoal-gateways`` by default), each pool
 with a gateway gets ``gw-<pool>``: a ConfigMap holding HAProxy's configuration (rendered
-by shoal.render.haproxy_config) and the cluster's token signing keys, a Deployment of HAProxy
-with Shoal's agent beside it (it reloads HAProxy, without dropping a request, whenever
-the ConfigMap changes), a Service, a PodDisruptionBudget and a NetworkPolicy that lets
-in only the pool's tenants, its monitoring and the gateway's own replicas.
+by shoal.render.haproxy_config) and the token signing keys (the cluster's, and those of
+the OIDC issuers the pool trusts), a Deployment of HAProxy with Shoal's agent beside it
+(it reloads HAProxy, without dropping a request, whenever the ConfigMap changes), a
+Service, a PodDisruptionBudget and a NetworkPolicy that lets in only the pool's tenants,
+its monitoring and the gateway's own replicas.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +21,15 @@ from shoal.api.common import Toleration
 from shoal.api.constants import GATEWAY_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL, POOL_LABEL
 from shoal.api.tenantpool import TenantPool
 from shoal.render.gateway_config import GRPC_PORT, HTTP_PORT, METRICS_PORT, PEERS_PORT
-from shoal.render.gateway_files import CONFIG_FILE, LIVE_DIR, RUNTIME_DIR, RuntimePaths, command
-from shoal.render.keys import PublicKey
+from shoal.render.gateway_files import (
+    ALGORITHMS,
+    CONFIG_FILE,
+    LIVE_DIR,
+    RUNTIME_DIR,
+    RuntimePaths,
+    command,
+)
+from shoal.render.keys import PublicKey, issuer_file_prefix
 from shoal.render.names import owner_references
 from shoal.render.security import container_security_context
 from shoal.render.tenancy import namespace_peer
@@ -35,6 +45,10 @@ AGENT_HEALTH_PORT = 8406
 # The gateway answers this itself, without a token: whether it is up (probes).
 HEALTH_PATH = "/v2/health/ready"
 _POD_NAME = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+# On the gateway's ConfigMap: which of its key files are which OIDC issuer's keys, as
+# {issuer: [[kid, alg, file], ...]}, so that an operator that restarts while an issuer
+# is unreachable keeps verifying with the keys the gateway has.
+OIDC_KEYS_ANNOTATION = f"{GROUP}/oidc-keys"
 
 
 @dataclass(frozen=True)
@@ -99,15 +113,52 @@ def _meta(pool: TenantPool, site: GatewaySite) -> dict[str, Any]:
 
 
 def config_map(
-    pool: TenantPool, site: GatewaySite, config: str, keys: tuple[PublicKey, ...]
+    pool: TenantPool,
+    site: GatewaySite,
+    config: str,
+    keys: tuple[PublicKey, ...],
+    oidc_keys: Sequence[tuple[str, Sequence[PublicKey]]] = (),
 ) -> dict[str, Any]:
+    """HAProxy's configuration and every key file it names: the cluster's keys, and
+    ``oidc_keys`` (issuer, keys) of the OIDC issuers the pool trusts."""
     data = {CONFIG_FILE: config, **{key.file_name: key.pem for key in keys}}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(pool, site),
-        "data": data,
-    }
+    meta = _meta(pool, site)
+    if oidc_keys:
+        index = {}
+        for issuer, issued in sorted(oidc_keys, key=lambda pair: pair[0]):
+            data.update({key.file_name: key.pem for key in issued})
+            index[issuer] = [[k.kid, k.alg, k.file_name] for k in issued]
+        meta["annotations"] = {
+            OIDC_KEYS_ANNOTATION: json.dumps(index, sort_keys=True, separators=(",", ":"))
+        }
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def oidc_keys_in(config_map_body: Mapping[str, Any]) -> dict[str, tuple[PublicKey, ...]]:
+    """The OIDC issuers' keys a gateway's ConfigMap holds (what :func:`config_map`
+    wrote); whatever does not read as such is left out."""
+    annotations = (config_map_body.get("metadata") or {}).get("annotations") or {}
+    data = config_map_body.get("data") or {}
+    try:
+        index = json.loads(annotations.get(OIDC_KEYS_ANNOTATION) or "{}")
+    except ValueError:
+        return {}
+    out: dict[str, tuple[PublicKey, ...]] = {}
+    if not isinstance(index, dict):
+        return out
+    for issuer, entries in index.items():
+        keys = []
+        for entry in entries if isinstance(entries, list) else []:
+            if not (isinstance(entry, list) and len(entry) == 3):
+                continue
+            kid, alg, file_name = (str(part) for part in entry)
+            pem = data.get(file_name)
+            if isinstance(pem, str):
+                key = PublicKey(kid, alg, pem, issuer_file_prefix(str(issuer)))
+                if key.file_name == file_name and alg in ALGORITHMS:
+                    keys.append(key)
+        out[str(issuer)] = tuple(keys)
+    return out
 
 
 def _agent(pool: TenantPool, site: GatewaySite, *, once: bool) -> dict[str, Any]:
@@ -313,11 +364,12 @@ def gateway_objects(
     config: str,
     keys: tuple[PublicKey, ...],
     tenants: list[str],
+    oidc_keys: Sequence[tuple[str, Sequence[PublicKey]]] = (),
 ) -> list[dict[str, Any]]:
     """Every object of the pool's gateway, in apply order (the configuration first, so a
     new replica's agent finds it)."""
     return [
-        config_map(pool, site, config, keys),
+        config_map(pool, site, config, keys, oidc_keys),
         network_policy(pool, site, tenants),
         service(pool, site),
         disruption_budget(pool, site),

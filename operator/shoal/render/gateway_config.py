@@ -1,10 +1,11 @@
 """What a pool's gateway is configured from: plain, frozen data (no Kubernetes objects).
 
 The operator builds a :class:`GatewayConfig` from the TenantPool, its admitted tenants,
-its InferenceModels and their ready endpoints, the gateway's own replicas and the
-cluster's service-account signing keys; :func:`shoal.render.haproxy_config.haproxy_config`
-turns it into HAProxy's configuration, a pure function like config.pbtxt. Tests build
-one directly, with 127.0.0.1 addresses, and run the real haproxy on it.
+its InferenceModels and their ready endpoints, the gateway's own replicas, the
+cluster's service-account signing keys and those of the OIDC issuers the pool trusts;
+:func:`shoal.render.haproxy_config.haproxy_config` turns it into HAProxy's
+configuration, a pure function like config.pbtxt. Tests build one directly, with
+127.0.0.1 addresses, and run the real haproxy on it.
 """
 
 from __future__ import annotations
@@ -93,6 +94,18 @@ class SigningKey:
 
 
 @dataclass(frozen=True)
+class TrustedIssuer:
+    """An OIDC issuer whose tokens the gateway accepts beside service-account tokens."""
+
+    issuer: str  # its tokens' "iss", exactly
+    audience: str  # the "aud" its tokens must carry for this gateway
+    # The claim whose value, a JSON string, is the tenant namespace: a name, or names
+    # separated by "." for a claim inside an object.
+    tenant_claim: str
+    keys: tuple[SigningKey, ...]  # none: each of its tokens is refused
+
+
+@dataclass(frozen=True)
 class GatewayConfig:
     pool: str
     issuer: str  # the service-account tokens' "iss"
@@ -111,6 +124,8 @@ class GatewayConfig:
     # The address the HTTP, gRPC and metrics ports listen on: "" is every address (a
     # pod); tests on a shared machine listen on 127.0.0.1 only.
     bind_address: str = ""
+    # OIDC issuers whose tokens name a tenant too (spec.gateway.oidc).
+    oidc: tuple[TrustedIssuer, ...] = ()
 
     @property
     def replicas(self) -> int:

@@ -1,7 +1,8 @@
 """What a pool's gateway is configured with, from the custom resources (pure functions):
 each tenant's limits in force at a moment, and the route to each model. The reconciler
 adds what only the cluster knows (ready replicas, the gateway's own pods, the signing
-keys); ``shoal render`` previews it without a cluster."""
+keys of the cluster and of the OIDC issuers the pool trusts); ``shoal render`` previews
+it without a cluster."""
 
 from __future__ import annotations
 
@@ -11,14 +12,22 @@ from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.common import parse_duration
-from shoal.api.gateway import GatewayLimits, TenantLimits
+from shoal.api.gateway import GatewayLimits, OidcIssuer, TenantLimits
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.batching import effective_batching
 from shoal.render.gateway import audience
-from shoal.render.gateway_config import GatewayConfig, Limits, Peer, Route, Server, SigningKey
+from shoal.render.gateway_config import (
+    GatewayConfig,
+    Limits,
+    Peer,
+    Route,
+    Server,
+    SigningKey,
+    TrustedIssuer,
+)
 from shoal.render.gateway_files import LIVE_DIR, RUNTIME_DIR
-from shoal.render.keys import Issuer
+from shoal.render.keys import Issuer, PublicKey
 from shoal.render.schedule import is_open
 
 
@@ -96,6 +105,21 @@ def unique_routes(routes: Sequence[tuple[tuple[str, str], Route]]) -> tuple[Rout
     return tuple(chosen[k] for k in sorted(chosen))
 
 
+def signing_keys(keys: Sequence[PublicKey]) -> tuple[SigningKey, ...]:
+    """Keys as the gateway finds them: each a file in its live directory."""
+    return tuple(SigningKey(kid=k.kid, alg=k.alg, path=f"{LIVE_DIR}/{k.file_name}") for k in keys)
+
+
+def trusted_issuer(spec: OidcIssuer, keys: Sequence[PublicKey]) -> TrustedIssuer:
+    """One OIDC issuer of spec.gateway.oidc, with the keys last fetched from it."""
+    return TrustedIssuer(
+        issuer=spec.issuer,
+        audience=spec.audience,
+        tenant_claim=spec.tenant_claim,
+        keys=signing_keys(keys),
+    )
+
+
 def gateway_config(
     pool: TenantPool,
     issuer: Issuer,
@@ -103,16 +127,18 @@ def gateway_config(
     routes: tuple[Route, ...],
     peers: tuple[Peer, ...],
     now: dt.datetime,
+    oidc_keys: Sequence[tuple[OidcIssuer, Sequence[PublicKey]]] = (),
 ) -> GatewayConfig:
+    """The pool's gateway configuration; ``oidc_keys`` pairs each issuer of
+    spec.gateway.oidc with the keys fetched from it."""
     return GatewayConfig(
         pool=pool.metadata.name,
         issuer=issuer.url,
         audience=audience(pool.metadata.name),
-        keys=tuple(
-            SigningKey(kid=k.kid, alg=k.alg, path=f"{LIVE_DIR}/{k.file_name}") for k in issuer.keys
-        ),
+        keys=signing_keys(issuer.keys),
         tenants=tenant_limits(pool, tenants, now),
         routes=routes,
         peers=peers,
         runtime_dir=RUNTIME_DIR,
+        oidc=tuple(trusted_issuer(spec, keys) for spec, keys in oidc_keys),
     )

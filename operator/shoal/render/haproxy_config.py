@@ -6,9 +6,10 @@ does is done by HAProxy's own primitives; the layout is:
 
 ``frontend edge`` (the HTTP port, and the gRPC port as h2c)
     gives every request one id, answers the model-less endpoints, verifies the
-    ``Authorization: Bearer`` service-account token (``jwt_verify`` with the key its
-    ``kid`` names, then ``iss``, ``aud``, ``exp``, ``nbf``), takes the tenant from the
-    verified ``sub`` and hands the request to the tenant's gate.
+    ``Authorization: Bearer`` token (``jwt_verify`` with the key its ``kid`` names among
+    those of the issuer its ``iss`` names, then ``aud``, ``exp``, ``nbf``), takes the
+    tenant from the verified ``sub`` of a service-account token, or from the tenant claim
+    of a trusted OIDC issuer's token, and hands the request to the tenant's gate.
 ``backend gate_<tenant>`` (one per admitted tenant)
     the tenant's limits: its request rate, summed over every gateway replica's stick-table
     entry, and its concurrency, as the ``maxconn`` of the gate's one server, so requests
@@ -41,6 +42,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
+from shoal.api.gateway import TENANT_CLAIM_PATTERN
 from shoal.render.gateway_config import (
     PRIORITY_HEADER,
     REQUEST_ID_HEADER,
@@ -48,6 +50,7 @@ from shoal.render.gateway_config import (
     GatewayConfig,
     Limits,
     Route,
+    SigningKey,
 )
 from shoal.render.gateway_files import ALGORITHMS, RuntimePaths
 
@@ -88,6 +91,13 @@ ERROR_LIMIT = 10
 CLOCK_SKEW_S = 60
 # The first entries of an "aud" array that are compared with the gateway's audience.
 MAX_AUDIENCES = 8
+# The source of the cluster's service-account tokens; OIDC issuers are oidc0, oidc1, ...
+SA_SOURCE = "sa"
+# A claim read as an integer (jwt_payload_query's 'int'), in hex: a JSON number or
+# boolean is eight bytes, a JSON string its own bytes (no string of a JSON payload
+# starts with a NUL or 0xFF byte). A number is a non-negative integer here.
+NUMBER_HEX = "^00[0-9A-F]{14}$"
+NOT_STRING_HEX = "^(00|FF)[0-9A-F]{14}$"
 
 CONNECT_TIMEOUT_MS = 1000
 HTTP_REQUEST_TIMEOUT_MS = 10_000
@@ -127,6 +137,7 @@ _PROXY_NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _HOST = re.compile(r"^[A-Za-z0-9.:-]+$")
 _HEADER = re.compile(r"^[A-Za-z0-9-]+$")
 _PATH = re.compile(r"^/[A-Za-z0-9._/@+-]+$")
+_TENANT_CLAIM = re.compile(TENANT_CLAIM_PATTERN)
 
 
 class GatewayConfigError(ValueError):
@@ -223,18 +234,36 @@ def _check(pattern: re.Pattern[str], value: str, what: str) -> str:
     return value
 
 
-def validate(config: GatewayConfig) -> None:
-    """Refuse inputs the configuration cannot express safely (GatewayConfigError)."""
+def _validate_identity(config: GatewayConfig) -> None:
     if not config.keys:
         raise GatewayConfigError("no signing keys: no token could be verified")
-    for key in config.keys:
-        if key.alg not in ALGORITHMS:
-            raise GatewayConfigError(
-                f"key {key.kid!r}: algorithm {key.alg} (HAProxy 2.6 verifies {ALGORITHMS})"
-            )
-        _check(_PATH, key.path, "key file")
-        quote(key.kid)
-    quote(config.issuer)
+    issuers = [config.issuer, *(t.issuer for t in config.oidc)]
+    if len(set(issuers)) != len(issuers):
+        raise GatewayConfigError(
+            "an OIDC issuer is listed twice, or is the cluster's own service-account "
+            f"issuer ({config.issuer}), whose tokens the gateway verifies already"
+        )
+    for _, issuer, audience, keys in _sources(config):
+        quote(issuer)
+        if not issuer or not audience:
+            raise GatewayConfigError(f"issuer {issuer!r}: an issuer and an audience are required")
+        for key in keys:
+            if key.alg not in ALGORITHMS:
+                raise GatewayConfigError(
+                    f"key {key.kid!r}: algorithm {key.alg} (HAProxy 2.6 verifies {ALGORITHMS})"
+                )
+            _check(_PATH, key.path, "key file")
+            quote(key.kid)
+    paths = [k.path for _, _, _, keys in _sources(config) for k in keys]
+    if len(set(paths)) != len(paths):
+        raise GatewayConfigError("two signing keys share a key file")
+    for trusted in config.oidc:
+        _check(_TENANT_CLAIM, trusted.tenant_claim, "tenant claim")
+
+
+def validate(config: GatewayConfig) -> None:
+    """Refuse inputs the configuration cannot express safely (GatewayConfigError)."""
+    _validate_identity(config)
     quote(config.audience)
     _check(_PATH, config.runtime_dir, "runtime directory")
     if config.bind_address:
@@ -445,47 +474,7 @@ def _edge(config: GatewayConfig) -> list[str]:
         + quote('{"name":"shoal-gateway","extensions":[]}')
         + " if !grpc { path /v2 }",
         "",
-        "# Identity: a service-account token signed by one of the cluster's keys.",
-        "http-request set-var(txn.jwt) http_auth_bearer",
-        _deny(401, "a bearer token is required", bearer) + " unless { var(txn.jwt) -m found }",
-        "http-request set-var(txn.jwt_kid) var(txn.jwt),jwt_header_query('$.kid')",
-        "http-request set-var(txn.jwt_alg) var(txn.jwt),jwt_header_query('$.alg')",
-    ]
-    for key in sorted(config.keys, key=lambda k: k.kid):
-        # Every key file is named here, as jwt_verify loads them all at start-up.
-        lines.append(
-            f'http-request set-var(txn.jwt_ok) var(txn.jwt),jwt_verify("{key.alg}",'
-            f'"{key.path}") if {{ var(txn.jwt_kid) {match_str(key.kid)} }} '
-            f"{{ var(txn.jwt_alg) {match_str(key.alg)} }}"
-        )
-    lines += [
-        _deny(401, "invalid token", invalid) + " unless { var(txn.jwt_ok) -m int 1 }",
-        "# Signed; now its claims: issuer, audience, lifetime, subject.",
-        _deny(401, "invalid token", invalid)
-        + f" unless {{ var(txn.jwt),jwt_payload_query('$.iss') {match_str(config.issuer)} }}",
-        f"http-request set-var(txn.jwt_aud) bool(true) "
-        f"if {{ var(txn.jwt),jwt_payload_query('$.aud') {match_str(config.audience)} }}",
-    ]
-    for index in range(MAX_AUDIENCES):
-        lines.append(
-            "http-request set-var(txn.jwt_aud) bool(true) "
-            f"if !{{ var(txn.jwt_aud) -m found }} "
-            f"{{ var(txn.jwt),jwt_payload_query('$.aud[{index}]') "
-            f"{match_str(config.audience)} }}"
-        )
-    lines += [
-        _deny(401, "invalid token", invalid) + " unless { var(txn.jwt_aud) -m found }",
-        "http-request set-var(txn.now) date",
-        "http-request set-var(txn.jwt_exp) var(txn.jwt),jwt_payload_query('$.exp','int')",
-        "http-request set-var(txn.jwt_nbf) var(txn.jwt),jwt_payload_query('$.nbf','int')",
-        _deny(401, "invalid token", invalid)
-        + " unless { var(txn.jwt_exp),sub(txn.now) -m int gt 0 }",
-        _deny(401, "invalid token", invalid)
-        + f" if {{ var(txn.jwt_nbf),sub(txn.now) -m int gt {CLOCK_SKEW_S} }}",
-        "http-request set-var(txn.jwt_sub) var(txn.jwt),jwt_payload_query('$.sub')",
-        _deny(401, "invalid token", invalid) + " unless { var(txn.jwt_sub) -m reg "
-        "^system:serviceaccount:[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-.a-z0-9]*[a-z0-9])?$ }",
-        "http-request set-var(txn.tenant) var(txn.jwt_sub),field(3,:)",
+        *_identity_lines(config, bearer, invalid),
         "",
         "# A tenant the pool admits.",
         _deny(403, "this tenant is not admitted to the pool")
@@ -503,6 +492,105 @@ def _edge(config: GatewayConfig) -> list[str]:
         f"use_backend {gate_backend('%[var(txn.tenant)]')}",
     ]
     return _section("frontend edge", lines)
+
+
+def _sources(config: GatewayConfig) -> list[tuple[str, str, str, tuple[SigningKey, ...]]]:
+    """Who may sign the tokens the gateway accepts, as (source, issuer, audience, keys):
+    the cluster (service-account tokens), then each trusted OIDC issuer, by URL."""
+    sources = [(SA_SOURCE, config.issuer, config.audience, config.keys)]
+    for index, trusted in enumerate(sorted(config.oidc, key=lambda t: t.issuer)):
+        sources.append((f"oidc{index}", trusted.issuer, trusted.audience, trusted.keys))
+    return sources
+
+
+def _identity_lines(config: GatewayConfig, bearer: str, invalid: str) -> list[str]:
+    """The edge's identity check: the token's signature by a key of the issuer it names,
+    then its claims (audience, lifetime), then the tenant it proves."""
+    refuse = _deny(401, "invalid token", invalid)
+    sources = _sources(config)
+    lines = [
+        "# Identity: a token signed by a key of the issuer it names: the cluster's",
+        "# (service-account tokens) or an OIDC issuer the pool trusts.",
+        "http-request set-var(txn.jwt) http_auth_bearer",
+        _deny(401, "a bearer token is required", bearer) + " unless { var(txn.jwt) -m found }",
+        "http-request set-var(txn.jwt_kid) var(txn.jwt),jwt_header_query('$.kid')",
+        "http-request set-var(txn.jwt_alg) var(txn.jwt),jwt_header_query('$.alg')",
+        "# The issuer named picks the keys that may verify the token, and the claims it is",
+        "# then held to: only that issuer's keys can make the name true.",
+        "http-request set-var(txn.jwt_iss) var(txn.jwt),jwt_payload_query('$.iss')",
+    ]
+    for source, issuer, _, _ in sources:
+        lines.append(
+            f"http-request set-var(txn.jwt_src) str({source}) "
+            f"if {{ var(txn.jwt_iss) {match_str(issuer)} }}"
+        )
+    for source, _, _, keys in sources:
+        for key in sorted(keys, key=lambda k: k.kid):
+            # Every key file is named here, as jwt_verify loads them all at start-up.
+            lines.append(
+                f'http-request set-var(txn.jwt_ok) var(txn.jwt),jwt_verify("{key.alg}",'
+                f'"{key.path}") if {{ var(txn.jwt_src) -m str {source} }} '
+                f"{{ var(txn.jwt_kid) {match_str(key.kid)} }} "
+                f"{{ var(txn.jwt_alg) {match_str(key.alg)} }}"
+            )
+    lines += [
+        refuse + " unless { var(txn.jwt_ok) -m int 1 }",
+        "# Signed; now its claims. The audience of its issuer for this gateway: the string,",
+        f"# or one of the first {MAX_AUDIENCES} entries of a list. Compared as bytes (hex): a",
+        "# value read as an integer is eight bytes, so no number passes for a string.",
+    ]
+    for source, _, audience, _ in sources:
+        lines.append(
+            f"http-request set-var(txn.aud_wanted) str({audience.encode().hex().upper()}) "
+            f"if {{ var(txn.jwt_src) -m str {source} }}"
+        )
+    paths = ["$.aud", *(f"$.aud[{index}]" for index in range(MAX_AUDIENCES))]
+    for index, path in enumerate(paths):
+        unless_found = "!{ var(txn.jwt_aud) -m found } " if index else ""
+        lines.append(
+            f"http-request set-var(txn.jwt_aud) bool(true) if {unless_found}"
+            f"{{ var(txn.jwt),jwt_payload_query('{path}','int'),hex,strcmp(txn.aud_wanted) "
+            "-m int eq 0 }"
+        )
+    lines += [
+        refuse + " unless { var(txn.jwt_aud) -m found }",
+        "# Its lifetime: exp, and nbf if present, JSON numbers (a string would read as its",
+        "# own bytes, not eight).",
+        "http-request set-var(txn.now) date",
+        "http-request set-var(txn.jwt_exp) var(txn.jwt),jwt_payload_query('$.exp','int')",
+        "http-request set-var(txn.jwt_nbf) var(txn.jwt),jwt_payload_query('$.nbf','int')",
+        refuse + f" unless {{ var(txn.jwt_exp),hex -m reg {NUMBER_HEX} }}",
+        refuse + " unless { var(txn.jwt_exp),sub(txn.now) -m int gt 0 }",
+        refuse
+        + f" if {{ var(txn.jwt_nbf) -m found }} !{{ var(txn.jwt_nbf),hex -m reg {NUMBER_HEX} }}",
+        refuse + f" if {{ var(txn.jwt_nbf),sub(txn.now) -m int gt {CLOCK_SKEW_S} }}",
+        "# The tenant. A service account's: its namespace, from the verified sub.",
+        f"http-request set-var(txn.jwt_sub) var(txn.jwt),jwt_payload_query('$.sub') "
+        f"if {{ var(txn.jwt_src) -m str {SA_SOURCE} }}",
+        refuse + f" if {{ var(txn.jwt_src) -m str {SA_SOURCE} }} !{{ var(txn.jwt_sub) -m reg "
+        "^system:serviceaccount:[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-.a-z0-9]*[a-z0-9])?$ }",
+        "http-request set-var(txn.tenant) var(txn.jwt_sub),field(3,:) "
+        f"if {{ var(txn.jwt_src) -m str {SA_SOURCE} }}",
+    ]
+    trusted = sources[1:]
+    if trusted:
+        lines.append(
+            "# An OIDC issuer's: the string its tenant claim holds (not a number, list or object)."
+        )
+    for (source, _, _, _), each in zip(
+        trusted, sorted(config.oidc, key=lambda t: t.issuer), strict=True
+    ):
+        claim = f"$.{each.tenant_claim}"
+        lines += [
+            f"http-request set-var(txn.tenant) var(txn.jwt),jwt_payload_query('{claim}') "
+            f"if {{ var(txn.jwt_src) -m str {source} }}",
+            f"http-request set-var(txn.tenant_hex) var(txn.jwt),jwt_payload_query('{claim}','int'),"
+            f"hex if {{ var(txn.jwt_src) -m str {source} }}",
+        ]
+    lines.append(refuse + " unless { var(txn.tenant) -m found }")
+    if trusted:
+        lines.append(refuse + f" if {{ var(txn.tenant_hex) -m reg {NOT_STRING_HEX} }}")
+    return lines
 
 
 def _rate_lines(tenant: str, limits: Limits, peers: Sequence[str]) -> list[str]:
