@@ -304,14 +304,18 @@ class Replica:
 
     def config_for(self, config: GatewayConfig) -> GatewayConfig:
         """The pool's configuration on this replica's ports, runtime directory and copy
-        of the keys."""
-        keys = tuple(
-            dataclasses.replace(k, path=str(self.directory / "keys" / Path(k.path).name))
-            for k in config.keys
-        )
+        of the keys (the cluster's and the OIDC issuers')."""
+
+        def here(keys: tuple[SigningKey, ...]) -> tuple[SigningKey, ...]:
+            return tuple(
+                dataclasses.replace(k, path=str(self.directory / "keys" / Path(k.path).name))
+                for k in keys
+            )
+
         return dataclasses.replace(
             config,
-            keys=keys,
+            keys=here(config.keys),
+            oidc=tuple(dataclasses.replace(t, keys=here(t.keys)) for t in config.oidc),
             http_port=self.http_port,
             grpc_port=self.grpc_port,
             metrics_port=self.metrics_port,
@@ -444,11 +448,15 @@ class Gateway:
             peers=self.peers,
         )
 
-    def apply(self, config: GatewayConfig) -> list[runner.Applied]:
-        """The same configuration on every replica (each renders its own ports)."""
+    def apply(
+        self, config: GatewayConfig, files: Mapping[str, bytes] | None = None
+    ) -> list[runner.Applied]:
+        """The same configuration on every replica (each renders its own ports), with the
+        cluster's key files and ``files`` (paths relative to a replica's directory: an
+        OIDC issuer's keys under keys/)."""
         self.config = config
-        files = self.issuer.key_files()
-        return [r.apply(config, files) for r in self.replicas]
+        every = {**self.issuer.key_files(), **(files or {})}
+        return [r.apply(config, every) for r in self.replicas]
 
     def token(self, namespace: str, **kwargs: Any) -> str:
         return self.issuer.token(namespace, **kwargs)

@@ -22,6 +22,7 @@ from e2e import gateway as gw
 from shoal.render.gateway_config import TENANT_HEADER, Limits
 
 INFER = "/v2/models/{}/infer"
+AUD = gw.AUDIENCE
 
 
 @dataclass
@@ -91,6 +92,10 @@ def test_bad_tokens_get_401_with_www_authenticate(setup: Setup) -> None:
         "wrong issuer": bearer(issuer.token("team-a", issuer="https://evil.example")),
         "not a service account": bearer(issuer.token("team-a", subject="admin")),
         "no exp": bearer(issuer.token("team-a", claims={"exp": None})),
+        # Numbers as strings: read as integers they would pass.
+        "exp as a string": bearer(issuer.token("team-a", claims={"exp": str(2**33)})),
+        "nbf as a string": bearer(issuer.token("team-a", claims={"nbf": "0"})),
+        "audience a list of lists": bearer(issuer.token("team-a", claims={"aud": [[AUD]]})),
     }
     failures = {}
     for name, headers in cases.items():
