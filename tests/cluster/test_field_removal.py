@@ -34,7 +34,7 @@ from shoal.cache import key_of
 from shoal.kube.client import ApiError, Kube
 from shoal.kube.kueue import KueueProbe
 from shoal.render.batching import effective_batching
-from shoal.render.gateway import GatewaySite, gateway_name, gateway_objects
+from shoal.render.gateway import GatewaySite, gateway_name, gateway_objects, oidc_keys_in
 from shoal.render.keys import PublicKey
 from shoal.render.model_plan import ModelFacts, plan_model
 from shoal.render.overflow import overflow_objects
@@ -263,8 +263,15 @@ def _gateway(
     live = kube.get("v1", "ConfigMap", gateway_name(pool.metadata.name), site.namespace) or {}
     data = dict(live.get("data") or {})
     text = data.pop("haproxy.cfg", "")
-    keys = tuple(PublicKey(name.removesuffix(".pem"), "RS256", pem) for name, pem in data.items())
-    return gateway_objects(pool, site, text, keys, admitted)
+    # The OIDC issuers' keys (spec.gateway.oidc), as the ConfigMap says whose they are.
+    oidc = oidc_keys_in(live)
+    theirs = {key.file_name for keys in oidc.values() for key in keys}
+    keys = tuple(
+        PublicKey(name.removesuffix(".pem"), "RS256", pem)
+        for name, pem in data.items()
+        if name not in theirs
+    )
+    return gateway_objects(pool, site, text, keys, admitted, list(oidc.items()))
 
 
 def _diff(live: Any, want: Any, path: str = "") -> str:
