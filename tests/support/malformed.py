@@ -1019,6 +1019,61 @@ S3_STORE = _cases(
     ),
 )
 
+# A model's files: how much room a copy takes, an archive URL's shape, a CA bundle.
+_CLAIM_URI = ("spec.model.storageUri", "pvc://model-store/ranker")
+MODEL_FILES = _cases(
+    IM,
+    "search-ranker",
+    (
+        "im-size-on-claim",
+        (_CLAIM_URI, ("spec.model.size", "12Gi")),
+        ("spec.model.size", "size applies to a copied model"),
+    ),
+    (
+        "im-ca-bundle-on-claim",
+        (_CLAIM_URI, ("spec.model.caBundle", {"name": "corporate-ca"})),
+        ("spec.model.caBundle", "caBundle applies to a downloaded model"),
+    ),
+    *(
+        (f"im-size-{name}", (("spec.model.size", size),), ("spec.model.size", words))
+        for name, size, words in (
+            ("unit", "12GB", "must be a whole number of bytes with an optional suffix"),
+            ("fraction", "1.5Gi", "must be a whole number of bytes"),
+            ("too-small", "512Ki", "must be from 1Mi to 1Pi"),
+            ("too-large", "2Pi", "must be from 1Mi to 1Pi"),
+        )
+    ),
+    (
+        "im-ca-bundle-key-dots",
+        (("spec.model.caBundle", {"name": "corporate-ca", "key": "..pem"}),),
+        ("spec.model.caBundle.key", "must not be '.' nor start with '..'"),
+    ),
+    (
+        "im-ca-bundle-key-path",
+        (("spec.model.caBundle", {"name": "corporate-ca", "key": "certs/ca.pem"}),),
+        ("spec.model.caBundle.key", "must be a ConfigMap key"),
+    ),
+    (
+        "im-ca-bundle-name",
+        (("spec.model.caBundle", {"name": "Corporate_CA"}),),
+        ("spec.model.caBundle.name", MATCH),
+    ),
+    (
+        "im-ca-bundle-no-name",
+        (("spec.model.caBundle", {"key": "ca.crt"}),),
+        ("spec.model.caBundle.name", REQUIRED),
+    ),
+    *(
+        (f"im-storage-{name}", (("spec.model.storageUri", uri),), ("spec.model.storageUri", words))
+        for name, uri, words in (
+            ("s3-archive", "s3://models/ranker.tar.gz", "only an https:// URL may name an archive"),
+            ("pvc-archive", "pvc://model-store/ranker.zip", "only an https:// URL may name"),
+            ("https-xz", "https://files.example.com/ranker.tar.xz", "must end in .tar, .tar.gz"),
+            ("https-gz", "https://files.example.com/ranker.onnx.gz", "no other archive"),
+        )
+    ),
+)
+
 CROSS_FIELD = _cases(
     IM,
     "search-ranker",
@@ -1479,3 +1534,4 @@ ADMISSION = (
 
 CASES += PLACEMENT + SELECTORS + RUNTIME_AND_SCALING + DURATIONS + SCHEDULES + STORAGE + S3_STORE
 CASES += CROSS_FIELD + BACKENDS + POD_OVERRIDES + NULLS + ADMISSION
+CASES += MODEL_FILES

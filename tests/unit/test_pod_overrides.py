@@ -68,13 +68,19 @@ def _shapes() -> dict[str, dict[str, Any]]:
         "endpoint": "http://minio.storage.svc:9000",
         "credentialsSecret": "store-keys",
     }
+    archive = model_doc()
+    archive["spec"]["model"].update(
+        storageUri="https://files.example/ranker.tar.gz",
+        size="12Gi",
+        caBundle={"name": "corporate-ca"},
+    )
     shapes = {
         f"example-{doc['metadata']['name']}": model_doc(doc["metadata"]["name"])
         for doc in (
             example("InferenceModel", n) for n in ("search-ranker", "ads-ctr", "labs-embedder")
         )
     }
-    return shapes | {"vllm": vllm, "cache": cached, "claim": claim, "s3": s3}
+    return shapes | {"vllm": vllm, "cache": cached, "claim": claim, "s3": s3, "archive": archive}
 
 
 SHAPES = _shapes()

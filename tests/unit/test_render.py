@@ -176,7 +176,6 @@ def test_a_config_change_changes_the_checksum_and_nothing_else_does() -> None:
     [
         ("s3://models/search/ranker", [":s3:models/search/ranker", "/models/ranker"]),
         ("gs://labs/embedder", [":gcs:labs/embedder", "/models/ranker"]),
-        ("pvc://claim/path/to", ["/mnt/source/path/to", "/models/ranker"]),
         ("https://host.example/models/r", ["--http-url=https://host.example/models/r/", ":http:"]),
     ],
 )
@@ -185,7 +184,7 @@ def test_fetch_plans(uri: str, expected: list[str]) -> None:
     assert plan.args[0] == "copy"
     for part in expected:
         assert part in plan.args
-    assert bool(plan.volumes) == uri.startswith("pvc://")
+    assert not plan.volumes
 
 
 def test_render_reports_missing_references_by_name() -> None:

@@ -478,16 +478,29 @@ COMMON = [
             [*COMMON, "--http-url=https://h.example/r/", ":http:", "/models/m"],
         ),
         ("https://h.example", [*COMMON, "--http-url=https://h.example/", ":http:", "/models/m"]),
-        ("pvc://claim/p/q", [*COMMON, "/mnt/source/p/q", "/models/m"]),
-        ("pvc://claim", [*COMMON, "/mnt/source", "/models/m"]),
     ],
 )
 def test_fetch_commands_per_scheme(uri: str, args: list[str]) -> None:
     plan = fetch_plan(uri, "m")
     assert plan.args == args
-    assert needs_network(uri) is (not uri.startswith("pvc://"))
-    if not uri.startswith("pvc://"):
-        assert (plan.volumes, plan.mounts) == ([], [])
+    # rclone runs in an emptied model directory.
+    assert plan.command[:2] == ["sh", "-c"]
+    assert plan.command[3:] == ["fetch-model", "/models/m"]
+    assert 'rm -rf "$dest" && exec rclone "$@"' in plan.command[2]
+    assert needs_network(uri)
+    assert (plan.volumes, plan.mounts, plan.serving_mounts) == ([], [], [])
+
+
+@pytest.mark.parametrize(
+    ("uri", "source"),
+    [("pvc://claim/p/q", "/models/.source/p/q"), ("pvc://claim", "/models/.source")],
+)
+def test_a_claims_model_is_linked_not_copied(uri: str, source: str) -> None:
+    plan = fetch_plan(uri, "m")
+    assert plan.args == []
+    assert plan.command[3:] == ["link-model", source, "/models/m", uri]
+    assert "rclone" not in plan.command[2]
+    assert not needs_network(uri)
 
 
 def test_a_pvc_model_mounts_its_claim_read_only() -> None:
@@ -498,16 +511,19 @@ def test_a_pvc_model_mounts_its_claim_read_only() -> None:
             "persistentVolumeClaim": {"claimName": "models-claim", "readOnly": True},
         }
     ]
-    assert plan.mounts == [{"name": "model-source", "mountPath": "/mnt/source", "readOnly": True}]
-    # ... in the fetch container of the Deployment, and only there.
+    mount = {"name": "model-source", "mountPath": "/models/.source", "readOnly": True}
+    assert plan.mounts == plan.serving_mounts == [mount]
+    # ... in both containers of the Deployment: Triton reads the files from the claim.
     doc = model_doc()
     doc["spec"]["model"]["storageUri"] = "pvc://models-claim/ranker"
     pod = deployment(parse_model(doc), tenant_pool().spec, "config")["spec"]["template"]["spec"]
     assert plan.volumes[0] in pod["volumes"]
-    assert plan.mounts[0] in pod["initContainers"][0]["volumeMounts"]
-    assert all(m["name"] != "model-source" for m in pod["containers"][0]["volumeMounts"])
+    assert mount in pod["initContainers"][0]["volumeMounts"]
+    assert mount in pod["containers"][0]["volumeMounts"]
+    assert "args" not in pod["initContainers"][0]
     assert (
-        pod["initContainers"][0]["args"] == fetch_plan("pvc://models-claim/ranker", "ranker").args
+        pod["initContainers"][0]["command"]
+        == fetch_plan("pvc://models-claim/ranker", "ranker").command
     )
 
 

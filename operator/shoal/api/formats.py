@@ -78,6 +78,13 @@ _SEPARATOR = r"(/|\\|%2[fF]|%5[cC])"
 _TRAVERSAL = rf"{_SEPARATOR}(\.|%2[eE])(\.|%2[eE])?({_SEPARATOR}|$)"
 # Anything before an '@' in the authority: user, or user:password.
 _USERINFO = r"^[a-z0-9]+://[^/?#]*@"
+# An https:// URL whose path ends in one of these names an archive the fetch downloads
+# and unpacks (render.model_fetch); any other URL names a directory. The fetch image's
+# tar and unzip (busybox's in rclone/rclone, GNU's and Info-ZIP's elsewhere) read these.
+_ARCHIVE = r"(?i)\.(tar|tar\.gz|tgz|zip)$"
+ARCHIVE_WORDS = ".tar, .tar.gz, .tgz or .zip"
+# Other archives and compressed files, refused rather than copied as if a directory.
+_OTHER_ARCHIVE = r"(?i)\.(tar\.[a-z0-9]+|tbz|tbz2|txz|tzst|7z|rar|gz|bz2|xz|zst|lz4)$"
 
 StorageUri = Annotated[
     str,
@@ -116,7 +123,37 @@ StorageUri = Annotated[
         message="must not have a query (?) or fragment (#): the files are copied from the "
         "path alone",
     ),
+    Check(
+        cel=f"self.startsWith('https://') || !self.matches({cel_string(_ARCHIVE)})",
+        check=lambda uri: uri.startswith("https://") or re.search(_ARCHIVE, uri) is None,
+        message="must name the directory of the model's version directories for s3://, "
+        f"gs:// and pvc://: only an https:// URL may name an archive ({ARCHIVE_WORDS})",
+    ),
+    Check(
+        cel=f"!self.startsWith('https://') || self.matches({cel_string(_ARCHIVE)}) || "
+        f"!self.matches({cel_string(_OTHER_ARCHIVE)})",
+        check=lambda uri: (
+            not uri.startswith("https://")
+            or re.search(_ARCHIVE, uri) is not None
+            or re.search(_OTHER_ARCHIVE, uri) is None
+        ),
+        message=f"must end in {ARCHIVE_WORDS} to name an archive: the fetch container "
+        "unpacks those with tar and unzip, no other archive or compressed file",
+    ),
 ]
+
+
+def archive_format(uri: str) -> str | None:
+    """How the fetch unpacks an (admitted) https:// archive URL: ``tar.gz``, ``tar`` or
+    ``zip``; None for a directory listing or another scheme."""
+    if not uri.startswith("https://"):
+        return None
+    found = re.search(_ARCHIVE, uri)
+    if found is None:
+        return None
+    suffix = found.group(0).lower()
+    return "tar" if suffix == ".tar" else "zip" if suffix == ".zip" else "tar.gz"
+
 
 # An S3-compatible store's endpoint: a scheme and a host (a name or an IPv4 address) with
 # an optional port, nothing after it. Plain http is allowed: in-cluster stores (MinIO,

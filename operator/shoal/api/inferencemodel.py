@@ -26,7 +26,7 @@ from shoal.api.common import (
     name_rule,
     unique_by,
 )
-from shoal.api.formats import ImageReference, S3Endpoint, StorageUri
+from shoal.api.formats import ARCHIVE_WORDS, ImageReference, S3Endpoint, StorageUri
 from shoal.api.pod_overrides import (
     EnvFromList,
     EnvList,
@@ -435,12 +435,32 @@ class ModelSource(SpecModel):
     )
     storage_uri: StorageUri = Field(
         description="Where the model's version directories are: s3://bucket/path, "
-        "gs://bucket/path, pvc://claim-name/path or an https:// archive.",
+        "gs://bucket/path, pvc://claim-name/path (served from the claim, read-only), an "
+        "https:// directory listing, or an https:// archive ending in "
+        f"{ARCHIVE_WORDS} that holds them at its root.",
     )
     s3: S3Storage | None = Field(
         default=None,
         description="For an s3:// storageUri: the S3-compatible store and the Secret "
         "holding its keys. Unset: AWS S3 with the pods' cloud identity.",
+    )
+    size: ModelSize | None = Field(
+        default=None,
+        description="The model's files' total size (an archive's unpacked), e.g. 12Gi, "
+        f"from {MODEL_SIZE_MIN} to {MODEL_SIZE_MAX}. Each replica's copy then has that room "
+        "reserved and no more: its emptyDir is limited to it plus a 5% margin (at least "
+        "64Mi), twice that for an archive, which is downloaded beside its files; the "
+        "fetch and Triton containers request it as ephemeral-storage, so the scheduler "
+        "places replicas on nodes with the disk for them. Unset: the copy is unbounded "
+        "and unrequested, and a large model can fill a node's disk. Refused for pvc://, "
+        "which is not copied.",
+    )
+    ca_bundle: CaBundle | None = Field(
+        default=None,
+        description="Certificates the download trusts, instead of the fetch image's own: "
+        "for a store or https:// server with a private CA, or a TLS-inspecting proxy. "
+        "They replace the public CAs, so list every CA the download meets. Refused for "
+        "pvc://, which is not downloaded.",
     )
     version_policy: VersionPolicy = Field(
         default_factory=VersionPolicy, description="Which versions Triton serves."
@@ -505,6 +525,20 @@ class ModelSource(SpecModel):
             check=lambda m: m.s3 is None or m.storage_uri.startswith("s3://"),
             message="s3 applies to an s3:// storageUri only",
             field=".s3",
+        ),
+        Rule(
+            cel="!has(self.size) || !self.storageUri.startsWith('pvc://')",
+            check=lambda m: m.size is None or not m.storage_uri.startswith("pvc://"),
+            message="size applies to a copied model (s3://, gs://, https://): a pvc:// "
+            "model is read from its claim, not copied into the pod",
+            field=".size",
+        ),
+        Rule(
+            cel="!has(self.caBundle) || !self.storageUri.startsWith('pvc://')",
+            check=lambda m: m.ca_bundle is None or not m.storage_uri.startswith("pvc://"),
+            message="caBundle applies to a downloaded model (s3://, gs://, https://): a "
+            "pvc:// model is read from its claim",
+            field=".caBundle",
         ),
         Rule(
             cel="has(self.backend) != has(self.platform)",

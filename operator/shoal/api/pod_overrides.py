@@ -68,7 +68,7 @@ RESERVED_TRITON_FLAGS = (
     "cache-config",
 )
 RESERVED_ENV = ("HOME",)
-RESERVED_VOLUMES = ("model-repository", "model-config", "model-source", "dshm", "tmp")
+RESERVED_VOLUMES = ("model-repository", "model-config", "model-source", "model-ca", "dshm", "tmp")
 # Where Shoal mounts into Triton's container; a volume may be mounted neither there,
 # nor above (it would hide them) nor below (it would change the model's files).
 RESERVED_MOUNT_PATHS = ("/models", "/dev/shm", "/tmp")

@@ -16,7 +16,7 @@ from shoal.api.tenantpool import TenantPoolSpec
 from shoal.render import pod_overrides
 from shoal.render.images import DEFAULT_IMAGES, ServingImages
 from shoal.render.model_config import render_config_pbtxt, triton_completes_tensors
-from shoal.render.model_fetch import MODEL_ROOT, fetch_plan, needs_network
+from shoal.render.model_fetch import MODEL_ROOT, fetch_plan, needs_network, repository_room
 from shoal.render.names import (
     FETCH_CONTAINER,
     GRPC_PORT,
@@ -145,6 +145,14 @@ def proxy_env(pool: TenantPoolSpec) -> list[dict[str, str]]:
     ]
 
 
+def _ephemeral_storage(request: str | None) -> dict[str, str]:
+    """The ephemeral-storage request for the model's files, if they have a known size.
+    No limit: the emptyDir's sizeLimit bounds the files, and a container's limit would
+    also have to hold /tmp (a vLLM engine's caches) and its logs, which Shoal cannot
+    size; exceeding it would evict the replica."""
+    return {"ephemeral-storage": request} if request else {}
+
+
 def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": "http"},
@@ -175,8 +183,10 @@ def deployment(
     spec = model.spec
     runtime = spec.runtime
     name = model.metadata.name
-    fetch = fetch_plan(spec.model.storage_uri, spec.model.name, spec.model.s3)
-    remote = needs_network(spec.model.storage_uri)
+    source = spec.model
+    fetch = fetch_plan(source.storage_uri, source.name, source.s3, source.ca_bundle)
+    room = repository_room(source.storage_uri, source.size)
+    remote = needs_network(source.storage_uri)
     memory = replica_memory(model)
     limits: dict[str, Any] = {"memory": memory}
     if runtime.gpus:
@@ -194,6 +204,7 @@ def deployment(
 
     model_mounts = [
         {"name": "model-repository", "mountPath": MODEL_ROOT},
+        *fetch.serving_mounts,
         {
             "name": "model-config",
             "mountPath": f"{MODEL_ROOT}/{spec.model.name}/config.pbtxt",
@@ -217,7 +228,11 @@ def deployment(
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         "resources": {
-            "requests": {"cpu": runtime.cpu, "memory": memory},
+            "requests": {
+                "cpu": runtime.cpu,
+                "memory": memory,
+                **_ephemeral_storage(room.serving_request),
+            },
             "limits": limits,
         },
         # Loading a large model can take minutes: the startup probe allows the model's
@@ -240,13 +255,21 @@ def deployment(
         "name": FETCH_CONTAINER,
         "image": images.fetch,
         "imagePullPolicy": "IfNotPresent",
-        "args": fetch.args,
+        "command": fetch.command,
+        **({"args": fetch.args} if fetch.args else {}),
         "env": [
             {"name": "HOME", "value": "/tmp"},
             *(proxy_env(pool) if remote else []),
             *fetch.env,
         ],
-        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}},
+        "resources": {
+            "requests": {
+                "cpu": "100m",
+                "memory": "128Mi",
+                **_ephemeral_storage(room.fetch_request),
+            },
+            "limits": {"memory": "1Gi"},
+        },
         "securityContext": container_security_context(),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
@@ -256,7 +279,10 @@ def deployment(
         ],
     }
     volumes = [
-        {"name": "model-repository", "emptyDir": {}},
+        {
+            "name": "model-repository",
+            "emptyDir": {"sizeLimit": room.size_limit} if room.size_limit else {},
+        },
         {"name": "model-config", "configMap": {"name": config_map_name(model)}},
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": runtime.shm_size}},
         {"name": "tmp", "emptyDir": {}},
