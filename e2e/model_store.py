@@ -1,6 +1,6 @@
 """A model repository on this machine, offered to the real node's pods as a hostPath
 PersistentVolume that one claim binds: the source of model files for ``make demo`` and
-the real-node tests (the fetch container copies them with rclone from ``pvc://``)."""
+the real-node tests (the fetch container links them from ``pvc://``, read-only)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,28 @@
 """A model as the operator renders it, run for real on real-0: the fetch init container
-(rclone) copies the model's files from its claim or from the rig's S3-compatible store,
-tritonserver (the wheel's real server in a stand-in of NVIDIA's image) loads them beside
-the rendered config under a read-only root, the kubelet's probes make the replica Ready,
-and a request through the model's Service is answered. No GPU here: the model asks for
-none and Triton runs on the CPU. What stands in: the images (built here,
-e2e/cluster/image_builds.py) and the object store (gofakes3, e2e/object_store.py).
+(rclone) copies the model's files from the rig's S3-compatible store or downloads and
+unpacks an archive from an HTTPS server of a private CA, or links them from a read-only
+claim; tritonserver (the wheel's real server in a stand-in of NVIDIA's image) loads them
+beside the rendered config under a read-only root, the kubelet's probes make the replica
+Ready, and a request through the model's Service is answered. No GPU here: the model
+asks for none and Triton runs on the CPU. What stands in: the images (built here,
+e2e/cluster/image_builds.py), the object store (gofakes3, e2e/object_store.py) and the
+HTTPS server (Python's, e2e/https_files.py).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
+from e2e.cluster.node import NODE_IP
+from e2e.https_files import FileServer, https_files
 from e2e.linear_model import BODY
 from e2e.model_store import write_repository
 from e2e.object_store import ObjectStore
@@ -39,6 +47,27 @@ from tests.support.wait import wait_for
 INFER = "/v2/models/linear/infer"
 
 
+def _tar_gz(directory: Path) -> bytes:
+    """The files under ``directory`` at the root of a .tar.gz, as a model archive holds
+    its version directories."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for path in sorted(directory.rglob("*")):
+            tar.add(path, arcname=path.relative_to(directory).as_posix(), recursive=False)
+    return out.getvalue()
+
+
+@pytest.fixture
+def files(real_node: RealNode, tmp_path: Path) -> Iterator[FileServer]:
+    """The linear model's version directories in linear.tar.gz, served over HTTPS on
+    real-0's bridge address with a certificate of a private CA."""
+    served = tmp_path / "served"
+    write_repository(served)
+    (served / "linear.tar.gz").write_bytes(_tar_gz(served / "linear"))
+    with https_files(served, NODE_IP, tmp_path / "tls") as running:
+        yield running
+
+
 def test_a_model_comes_from_an_s3_compatible_store_and_an_empty_one_says_so(
     api: client.ApiClient,
     core: client.CoreV1Api,
@@ -47,6 +76,7 @@ def test_a_model_comes_from_an_s3_compatible_store_and_an_empty_one_says_so(
     real_node: RealNode,
     shoal_images: dict[str, str],
     store: ObjectStore,
+    files: FileServer,
     tmp_path: Path,
 ) -> None:
     """The fetch container downloads over S3 from the rig's object store, with the keys
@@ -55,10 +85,22 @@ def test_a_model_comes_from_an_s3_compatible_store_and_an_empty_one_says_so(
     object store has no directories to be missing: copying nothing is the failure).
     Once the files are uploaded, the kubelet's next try of the fetch container copies
     them and Triton serves them. The pool lets the downloads reach the store's address
-    and port, which is what a cluster's own object store needs."""
+    and port, which is what a cluster's own object store needs.
+
+    Then its size: a model declaring more than the node's disk gets a replica the
+    scheduler places nowhere (the old one serves on); one that fits, from an HTTPS
+    archive behind a private CA named in its caBundle, is downloaded, unpacked and
+    served, its copy bounded by the size and requested as ephemeral-storage."""
     shoal = Shoal(api)
     bucket = f"models-{uuid.uuid4().hex[:8]}"
     store.create_bucket(bucket)
+    core.create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="files-ca"),
+            data={"ca.crt": files.ca_pem.decode()},
+        ),
+    )
     secret_key = uuid.uuid4().hex
     core.create_namespaced_secret(
         namespace,
@@ -67,8 +109,13 @@ def test_a_model_comes_from_an_s3_compatible_store_and_an_empty_one_says_so(
             string_data={S3_ACCESS_KEY: "shoal", S3_SECRET_KEY: secret_key},
         ),
     )
-    endpoint = urlsplit(store.endpoint)
-    download = {"extraDestinations": [{"cidr": f"{endpoint.hostname}/32", "port": endpoint.port}]}
+    endpoint, https = urlsplit(store.endpoint), urlsplit(files.url)
+    download = {
+        "extraDestinations": [
+            {"cidr": f"{endpoint.hostname}/32", "port": endpoint.port},
+            {"cidr": f"{https.hostname}/32", "port": https.port},
+        ]
+    }
     s3 = {"endpoint": store.endpoint, "region": "us-east-1", "credentialsSecret": "store-keys"}
     storage = f"s3://{bucket}/linear"
     with model_on_real_node(api, namespace, real_node, storage, s3=s3, download=download):
@@ -97,6 +144,58 @@ def test_a_model_comes_from_an_s3_compatible_store_and_an_empty_one_says_so(
             S3_SECRET_KEY: ("store-keys", S3_SECRET_KEY),
         }
 
+        # More than the node's disk: the scheduler finds no node for the new replica.
+        shoal.patch("InferenceModel", "linear", {"spec": {"model": {"size": "512Ti"}}}, namespace)
+        unplaced = wait_for(
+            "a replica the scheduler cannot place",
+            lambda: [p for p in _serving(core, namespace) if _unschedulable(p)],
+            lambda pods: len(pods) == 1,
+            timeout=60,
+        )
+        assert "Insufficient ephemeral-storage" in _unschedulable(unplaced[0]), unplaced
+        assert [p.metadata.name for p in _serving(core, namespace) if pod_ready(p)] == [
+            pod.metadata.name
+        ], "the replica that fits serves on"
+
+        # An archive from a server of a private CA, its size declared: served.
+        archive = {
+            "storageUri": f"{files.url}/linear.tar.gz",
+            "s3": None,
+            "size": "64Mi",
+            "caBundle": {"name": "files-ca"},
+        }
+        shoal.patch("InferenceModel", "linear", {"spec": {"model": archive}}, namespace)
+        [pod] = wait_for(
+            "the archive's replica Ready, alone",
+            lambda: _serving(core, namespace),
+            lambda pods: (
+                len(pods) == 1 and pod_ready(pods[0]) and pods[0].metadata.name != pod.metadata.name
+            ),
+            timeout=180,
+        )
+        reply = httpx.post(f"http://{pod.status.pod_ip}:8000{INFER}", json=BODY, timeout=10)
+        assert reply.status_code == 200, reply.text
+        [fetching] = pod.spec.init_containers or []
+        args = fetching.args or []
+        assert args[0] == "copyurl"
+        assert "--ca-cert=/etc/shoal/ca/ca.crt" in args
+        name = str(pod.metadata.name)
+        log = core.read_namespaced_pod_log(name, namespace, container=FETCH_CONTAINER)
+        assert "unpacked the archive" in log, log
+        [files_volume] = [v for v in pod.spec.volumes or [] if v.name == "model-repository"]
+        assert files_volume.empty_dir.size_limit == "192Mi"  # 2 x 64Mi unpacking, +64Mi
+        assert (fetching.resources.requests or {})["ephemeral-storage"] == "192Mi"
+        [triton] = pod.spec.containers
+        assert (triton.resources.requests or {})["ephemeral-storage"] == "128Mi"
+
+
+def _unschedulable(pod: client.V1Pod) -> str:
+    """The scheduler's message on a pod it could not place ('' when placed)."""
+    for cond in (pod.status.conditions or []) if pod.status else []:
+        if cond.type == "PodScheduled" and cond.status == "False":
+            return str(cond.message)
+    return ""
+
 
 def _serving(core: client.CoreV1Api, namespace: str) -> list[client.V1Pod]:
     """The model's pods that are not terminating."""
@@ -112,13 +211,14 @@ def test_a_model_is_served_by_its_rendered_pods_and_drains_without_failing_a_req
     shoal_images: dict[str, str],
     model_claim: tuple[str, Path],
 ) -> None:
-    """Served: each replica's fetch container copied the files, Triton loaded them
-    beside the rendered config, the probes made it Ready, and the model's Service
-    answers. Then graceful drain: a tenant sends steadily through the Service, a new
-    connection per request, while the model is scaled down from two replicas to one
-    and then rolled by a change of its config. A leaving replica's pre-stop pause keeps
-    it serving until kube-proxy has taken it out of the Service; only then does
-    tritonserver get SIGTERM and stop listening. Not one request fails."""
+    """Served: each replica's fetch container linked the claim's files (but its stale
+    config.pbtxt) beside the rendered config's mount point, Triton loaded them from the
+    read-only claim, the probes made it Ready, and the model's Service answers. Then
+    graceful drain: a tenant sends steadily through the Service, a new connection per
+    request, while the model is scaled down from two replicas to one and then rolled by
+    a change of its config. A leaving replica's pre-stop pause keeps it serving until
+    kube-proxy has taken it out of the Service; only then does tritonserver get SIGTERM
+    and stop listening. Not one request fails."""
     shoal = Shoal(api)
     claim, _ = model_claim
     with model_on_real_node(api, namespace, real_node, f"pvc://{claim}/linear", replicas=2) as pool:
@@ -139,6 +239,17 @@ def test_a_model_is_served_by_its_rendered_pods_and_drains_without_failing_a_req
             assert triton.name == SERVING_CONTAINER
             assert triton.ready
             assert triton.restart_count == 0
+            # Not copied: linked, and Triton reads the claim itself, read-only.
+            name = str(pod.metadata.name)
+            log = core.read_namespaced_pod_log(name, namespace, container=FETCH_CONTAINER)
+            assert "linked from the claim: 1\n" in log, log
+            [serving] = pod.spec.containers
+            reads = [
+                (m.mount_path, m.read_only)
+                for m in serving.volume_mounts or []
+                if m.name == "model-source"
+            ]
+            assert reads == [("/models/.source", True)]
 
         # Through the model's Service, as a tenant without a gateway reaches it
         # (kube-proxy, nftables).
