@@ -30,11 +30,14 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, core_schema
+from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
 from shoal.api.quantity import canonical_quantity
 
 # ----------------------------------------------------------------------------- rules
+
+# The type of a pydantic error raised by a broken cross-field :class:`Rule`.
+RULE_ERROR = "shoal_rule"
 
 
 @dataclass(frozen=True)
@@ -191,8 +194,13 @@ class SpecModel(BaseModel):
     def _check_rules(self) -> SpecModel:
         for rule in type(self).rules:
             if not rule.check(self):
-                where = f"{rule.field.lstrip('.')}: " if rule.field else ""
-                raise ValueError(f"{where}{rule.message}")
+                # The field the API server names (fieldPath) travels in the error's
+                # context, so a refusal can be quoted at that path (api.refusal_words).
+                where = rule.field.lstrip(".") if rule.field else ""
+                template = "{field}: {message}" if where else "{message}"
+                raise PydanticCustomError(
+                    RULE_ERROR, template, {"field": where, "message": rule.message}
+                )
         return self
 
     def to_wire(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from shoal.api.conditions import Cond, condition
 from shoal.api.constants import API_VERSION, MODEL_LABEL, OVERFLOW_OF_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.kinds import MODEL
+from shoal.api.refusal_words import invalid_message
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
 from shoal.metrics.status import metrics_status
@@ -199,7 +200,10 @@ def _resolve(
     try:
         pool = parse_object(TenantPool, pool_body)
     except ValidationError as exc:
-        return stalled("InvalidTenantPool", f"TenantPool {model.spec.pool!r} is invalid: {exc}")
+        return stalled(
+            "InvalidTenantPool",
+            invalid_message(f"TenantPool {model.spec.pool!r}", exc, one_line=True),
+        )
     ns = op.cache.get("Namespace", namespace) or {}
     labels = dict((ns.get("metadata") or {}).get("labels") or {})
     siblings = op.cache.all("InferenceModel", [namespace])
@@ -219,7 +223,10 @@ def _resolve(
     try:
         return pool, parse_object(BatchPolicy, body)
     except ValidationError as exc:
-        return stalled("InvalidBatchPolicy", f"BatchPolicy {namespace}/{name} is invalid: {exc}")
+        return stalled(
+            "InvalidBatchPolicy",
+            invalid_message(f"BatchPolicy {namespace}/{name}", exc, one_line=True),
+        )
 
 
 def gather_facts(op: Operator, model: InferenceModel, pool: TenantPool) -> ModelFacts:
@@ -473,7 +480,7 @@ def reconcile_model(op: Operator, namespace: str, name: str) -> None:
     try:
         model = parse_object(InferenceModel, body)
     except ValidationError as exc:  # only an object stored under an older schema
-        outcome = stalled("InvalidSpec", str(exc))
+        outcome = stalled("InvalidSpec", invalid_message("The spec", exc, one_line=True))
     else:
         outcome = converge(op, model)
     metrics = None

@@ -18,6 +18,7 @@ from shoal.api.conditions import Cond
 from shoal.api.constants import MODEL_LABEL, OVERFLOW_OF_LABEL
 from shoal.api.inferencemodel import InferenceModel, Overflow
 from shoal.api.kinds import MODEL
+from shoal.api.refusal_words import invalid_message
 from shoal.api.tenantpool import TenantPool
 from shoal.kube.client import TERMINAL_API_STATUSES, ApiError, api_message
 from shoal.reconcile.pool import isolation_objects
@@ -76,7 +77,10 @@ def _overflow_pool(
     try:
         pool = parse_object(TenantPool, body)
     except ValidationError as exc:
-        return _refused("InvalidTenantPool", f"TenantPool {overflow.pool!r} is invalid: {exc}")
+        return _refused(
+            "InvalidTenantPool",
+            invalid_message(f"TenantPool {overflow.pool!r}", exc, one_line=True),
+        )
     ns = op.cache.get("Namespace", namespace) or {}
     labels = dict((ns.get("metadata") or {}).get("labels") or {})
     found = refusals(pool, overflow_twin(model, overflow), labels)

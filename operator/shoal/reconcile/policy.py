@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.common import parse_object
 from shoal.api.conditions import Cond
+from shoal.api.refusal_words import invalid_message
 from shoal.reconcile.status import assemble, kstatus, write_status
 from shoal.state import Operator
 
@@ -37,7 +38,8 @@ def reconcile_policy(op: Operator, namespace: str, name: str) -> None:
     try:
         parse_object(BatchPolicy, body)
     except ValidationError as exc:  # only an object stored under an older schema
-        ready = Cond("Ready", "False", "InvalidSpec", str(exc))
+        message = invalid_message("The spec", exc, one_line=True)
+        ready = Cond("Ready", "False", "InvalidSpec", message)
         invalid = True
     else:
         ready = Cond("Ready", "True", "Accepted", f"Used by {len(users)} InferenceModel(s).")

@@ -18,6 +18,7 @@ from shoal.api.common import parse_object
 from shoal.api.conditions import Cond, condition
 from shoal.api.constants import GATEWAY_LABEL, MODEL_LABEL, POOL_FINALIZER, POOL_LABEL
 from shoal.api.kinds import POOL
+from shoal.api.refusal_words import invalid_message
 from shoal.api.tenantpool import TenantPool
 from shoal.cache import key_of
 from shoal.kube.client import ApiError, api_message
@@ -188,7 +189,9 @@ def reconcile_pool(op: Operator, name: str) -> None:
         pool = parse_object(TenantPool, body)
     except ValidationError as exc:  # only an object stored under an older schema
         op.set_wakeup("TenantPool", name, None)
-        ready = Cond("Ready", "False", "InvalidSpec", str(exc))
+        ready = Cond(
+            "Ready", "False", "InvalidSpec", invalid_message("The spec", exc, one_line=True)
+        )
         write_status(
             op.kube, op.cache, body, assemble(body, [ready, *kstatus(ready, stalled=True)])
         )

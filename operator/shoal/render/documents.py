@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from shoal.api.batchpolicy import BatchPolicy
 from shoal.api.inferencemodel import InferenceModel
+from shoal.api.refusal_words import invalid_message
 from shoal.api.tenantpool import TenantPool
 from shoal.render.batching import effective_batching
 from shoal.render.gateway import GatewaySite, gateway_objects
@@ -138,7 +139,7 @@ def render_documents(
             else:
                 raise RenderError(f"{_where(doc)}: unknown kind")
         except ValidationError as exc:
-            raise RenderError(f"{_where(doc)} is invalid:\n{exc}") from None
+            raise RenderError(invalid_message(_where(doc), exc)) from None
 
     site = site or GatewaySite()
     out: list[dict[str, Any]] = []
