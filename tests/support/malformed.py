@@ -1532,6 +1532,186 @@ ADMISSION = (
     ),
 )
 
+
+# Where a model's pods run: what the Pod API would refuse in a Deployment's pod template.
+_NODE = "spec.runtime.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+_NODE_EXPRESSION = f"{_NODE}.nodeSelectorTerms[0].matchExpressions[0]"
+_ANTI = "spec.runtime.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED_NODE = (
+    "spec.runtime.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+)
+_EXISTS = {"key": "example.com/gpu-memory-gb", "operator": "Exists"}
+_SPREAD = {
+    "maxSkew": 1,
+    "topologyKey": "kubernetes.io/hostname",
+    "whenUnsatisfiable": "DoNotSchedule",
+}
+
+
+def _node_requirement(**requirement: Any) -> tuple[tuple[str, Any], ...]:
+    term = {"matchExpressions": [{"key": "example.com/gpu-memory-gb", **requirement}]}
+    return ((_NODE, {"nodeSelectorTerms": [term]}),)
+
+
+def _anti_affinity(**term: Any) -> tuple[tuple[str, Any], ...]:
+    return ((_ANTI, [term]),)
+
+
+def _spread(*constraints: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return (("spec.runtime.topologySpreadConstraints", list(constraints)),)
+
+
+PLACEMENT_OVERRIDES = _cases(
+    IM,
+    "search-ranker",
+    (
+        "im-affinity-node-in-without-values",
+        _node_requirement(operator="In"),
+        (f"{_NODE_EXPRESSION}.values", "values must be given for operator In and NotIn"),
+    ),
+    (
+        "im-affinity-node-exists-with-values",
+        _node_requirement(operator="Exists", values=["40"]),
+        (f"{_NODE_EXPRESSION}.values", "values must be empty for operator Exists"),
+    ),
+    (
+        "im-affinity-node-gt-word",
+        _node_requirement(operator="Gt", values=["large"]),
+        (f"{_NODE_EXPRESSION}.values", "values must be one whole number"),
+    ),
+    (
+        "im-affinity-node-lt-two-values",
+        _node_requirement(operator="Lt", values=["40", "80"]),
+        (f"{_NODE_EXPRESSION}.values", "values must be one whole number"),
+    ),
+    (
+        "im-affinity-node-operator",
+        _node_requirement(operator="Near", values=["a"]),
+        (f"{_NODE_EXPRESSION}.operator", ENUM),
+    ),
+    (
+        "im-affinity-node-key",
+        (
+            (
+                _NODE,
+                {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "-gpu", "operator": "Exists"}]}
+                    ]
+                },
+            ),
+        ),
+        (f"{_NODE_EXPRESSION}.key", LABEL_KEY),
+    ),
+    (
+        "im-affinity-node-value",
+        _node_requirement(operator="In", values=["a b"]),
+        (f"{_NODE_EXPRESSION}.values[0]", LABEL_VALUE),
+    ),
+    (
+        "im-affinity-node-no-terms",
+        ((_NODE, {"nodeSelectorTerms": []}),),
+        (f"{_NODE}.nodeSelectorTerms", "at least 1 items"),
+    ),
+    (
+        "im-affinity-node-weight-zero",
+        ((_PREFERRED_NODE, [{"weight": 0, "preference": {"matchExpressions": [_EXISTS]}}]),),
+        (f"{_PREFERRED_NODE}[0].weight", MIN1),
+    ),
+    (
+        "im-affinity-pod-weight-over-100",
+        (
+            (
+                "spec.runtime.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                [{"weight": 101, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}],
+            ),
+        ),
+        (
+            "spec.runtime.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+            ".weight",
+            "less than or equal to 100",
+        ),
+    ),
+    (
+        "im-affinity-pod-without-topology-key",
+        _anti_affinity(labelSelector={"matchLabels": {"app": "noisy"}}),
+        (f"{_ANTI}[0].topologyKey", REQUIRED),
+    ),
+    (
+        "im-affinity-pod-empty-topology-key",
+        _anti_affinity(topologyKey=""),
+        (f"{_ANTI}[0].topologyKey", "at least 1 chars long"),
+    ),
+    (
+        "im-affinity-pod-namespace",
+        _anti_affinity(topologyKey="kubernetes.io/hostname", namespaces=["Team_A"]),
+        (f"{_ANTI}[0].namespaces[0]", "must be a DNS label"),
+    ),
+    (
+        "im-affinity-pod-selector-in-without-values",
+        _anti_affinity(
+            topologyKey="kubernetes.io/hostname",
+            labelSelector={"matchExpressions": [{"key": "app", "operator": "In"}]},
+        ),
+        (f"{_ANTI}[0].labelSelector.matchExpressions[0].values", "must be non-empty for In"),
+    ),
+    (
+        "im-spread-max-skew-zero",
+        _spread({**_SPREAD, "maxSkew": 0}),
+        ("spec.runtime.topologySpreadConstraints[0].maxSkew", MIN1),
+    ),
+    (
+        "im-spread-when-unsatisfiable",
+        _spread({**_SPREAD, "whenUnsatisfiable": "Never"}),
+        ("spec.runtime.topologySpreadConstraints[0].whenUnsatisfiable", ENUM),
+    ),
+    (
+        "im-spread-without-topology-key",
+        _spread({k: v for k, v in _SPREAD.items() if k != "topologyKey"}),
+        ("spec.runtime.topologySpreadConstraints[0].topologyKey", REQUIRED),
+    ),
+    (
+        "im-spread-min-domains-schedule-anyway",
+        _spread({**_SPREAD, "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 3}),
+        (
+            "spec.runtime.topologySpreadConstraints[0].minDomains",
+            "minDomains can only be used with whenUnsatisfiable DoNotSchedule",
+        ),
+    ),
+    (
+        "im-spread-min-domains-zero",
+        _spread({**_SPREAD, "minDomains": 0}),
+        ("spec.runtime.topologySpreadConstraints[0].minDomains", MIN1),
+    ),
+    (
+        "im-spread-duplicate",
+        _spread(_SPREAD, {**_SPREAD, "maxSkew": 2}),
+        ("spec.runtime.topologySpreadConstraints[1]", "Duplicate value"),
+    ),
+    (
+        "im-spread-match-label-key-selected",
+        _spread(
+            {
+                **_SPREAD,
+                "labelSelector": {"matchLabels": {"app": "ranker"}},
+                "matchLabelKeys": ["app"],
+            }
+        ),
+        (
+            "spec.runtime.topologySpreadConstraints[0].matchLabelKeys",
+            "must not name a key labelSelector already selects on",
+        ),
+    ),
+    (
+        "im-spread-match-label-key-shoals",
+        _spread({**_SPREAD, "matchLabelKeys": ["shoal.dev/model"]}),
+        (
+            "spec.runtime.topologySpreadConstraints[0].matchLabelKeys[0]",
+            "must not be a label Shoal sets",
+        ),
+    ),
+)
+
 CASES += PLACEMENT + SELECTORS + RUNTIME_AND_SCALING + DURATIONS + SCHEDULES + STORAGE + S3_STORE
 CASES += CROSS_FIELD + BACKENDS + POD_OVERRIDES + NULLS + ADMISSION
-CASES += MODEL_FILES
+CASES += MODEL_FILES + PLACEMENT_OVERRIDES

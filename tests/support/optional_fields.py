@@ -143,6 +143,68 @@ CONFIG_KEY = {"configMapKeyRef": {"name": "model-env", "key": "level"}}
 SECRET_KEY = {"secretKeyRef": {"name": "model-keys", "key": "token"}}
 SCRATCH = {"name": "extra", "mountPath": "/etc/shoal-extra"}
 
+# Where a model's pods run (shoal.api.scheduling).
+AFFINITY = "runtime.affinity"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+NODE_EXISTS = {"key": "example.com/case", "operator": "Exists"}
+NODE_REQUIRED = {"nodeSelectorTerms": [{"matchExpressions": [NODE_EXISTS]}]}
+NODE_PREFERRED = [{"weight": 10, "preference": {"matchExpressions": [NODE_EXISTS]}}]
+HOSTNAME = "kubernetes.io/hostname"
+POD_TERM = {"topologyKey": HOSTNAME}
+WEIGHTED_POD_TERM = {"weight": 10, "podAffinityTerm": POD_TERM}
+SPREAD = {"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway"}
+
+
+def _pod_affinity_cases() -> tuple[FieldCase, ...]:
+    """podAffinity and podAntiAffinity, each term (required, and preferred's
+    podAffinityTerm) with each of its optional fields."""
+    out: list[FieldCase] = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        path = f"{AFFINITY}.{kind}"
+        out += [
+            FieldCase(IM, path, {PREFERRED: [WEIGHTED_POD_TERM]}),
+            FieldCase(
+                IM, f"{path}.{REQUIRED}", [POD_TERM], {path: {PREFERRED: [WEIGHTED_POD_TERM]}}
+            ),
+            FieldCase(
+                IM, f"{path}.{PREFERRED}", [WEIGHTED_POD_TERM], {path: {REQUIRED: [POD_TERM]}}
+            ),
+        ]
+        for where, wrap in (
+            (f"{path}.{REQUIRED}[]", lambda term: {REQUIRED: [term]}),
+            (
+                f"{path}.{PREFERRED}[].podAffinityTerm",
+                lambda term: {PREFERRED: [{"weight": 10, "podAffinityTerm": term}]},
+            ),
+        ):
+
+            def term(**fields: Any) -> dict[str, Any]:
+                return {path: wrap({**POD_TERM, **fields})}  # noqa: B023
+
+            out.append(FieldCase(IM, f"{where}.namespaces", ["{namespace}"], term()))
+            for selector in ("labelSelector", "namespaceSelector"):
+                at = f"{where}.{selector}"
+                by_labels = {"matchLabels": {"app": "case"}}
+                by_expression = {"matchExpressions": [EXISTS_APP]}
+                out += [
+                    FieldCase(IM, at, by_labels, term()),
+                    FieldCase(
+                        IM, f"{at}.matchLabels", {"app": "case"}, term(**{selector: by_expression})
+                    ),
+                    FieldCase(
+                        IM, f"{at}.matchExpressions", [EXISTS_APP], term(**{selector: by_labels})
+                    ),
+                    FieldCase(
+                        IM,
+                        f"{at}.matchExpressions[].values",
+                        ["case"],
+                        term(**{selector: by_expression}),
+                        also={f"{at}.matchExpressions[].operator": "In"},
+                    ),
+                ]
+    return tuple(out)
+
 
 CASES: tuple[FieldCase, ...] = (
     # ------------------------------------------------------------------ InferenceModel
@@ -328,6 +390,96 @@ CASES: tuple[FieldCase, ...] = (
         "runtime.volumes[].subPath",
         "server.json",
         {"runtime.volumes": [{**SCRATCH, "configMap": {"name": "model-env"}}]},
+    ),
+    FieldCase(IM, AFFINITY, {"nodeAffinity": {REQUIRED: NODE_REQUIRED}}),
+    FieldCase(IM, f"{AFFINITY}.nodeAffinity", {PREFERRED: NODE_PREFERRED}),
+    FieldCase(
+        IM,
+        f"{AFFINITY}.nodeAffinity.{REQUIRED}",
+        NODE_REQUIRED,
+        {f"{AFFINITY}.nodeAffinity": {PREFERRED: NODE_PREFERRED}},
+    ),
+    FieldCase(
+        IM,
+        f"{AFFINITY}.nodeAffinity.{REQUIRED}.nodeSelectorTerms[].matchExpressions[].values",
+        ["a", "b"],
+        {f"{AFFINITY}.nodeAffinity": {REQUIRED: NODE_REQUIRED}},
+        also={
+            f"{AFFINITY}.nodeAffinity.{REQUIRED}.nodeSelectorTerms[].matchExpressions[]"
+            ".operator": "NotIn"
+        },
+    ),
+    FieldCase(
+        IM,
+        f"{AFFINITY}.nodeAffinity.{PREFERRED}",
+        NODE_PREFERRED,
+        {f"{AFFINITY}.nodeAffinity": {REQUIRED: NODE_REQUIRED}},
+    ),
+    FieldCase(
+        IM,
+        f"{AFFINITY}.nodeAffinity.{PREFERRED}[].preference.matchExpressions[].values",
+        ["8"],
+        {f"{AFFINITY}.nodeAffinity": {PREFERRED: NODE_PREFERRED}},
+        also={
+            f"{AFFINITY}.nodeAffinity.{PREFERRED}[].preference.matchExpressions[].operator": "Gt"
+        },
+    ),
+    *_pod_affinity_cases(),
+    FieldCase(
+        IM,
+        "runtime.topologySpreadConstraints",
+        [{**SPREAD, "topologyKey": "topology.kubernetes.io/zone"}],
+    ),
+    FieldCase(
+        IM,
+        "runtime.topologySpreadConstraints[].labelSelector",
+        {"matchLabels": {"app": "case"}},
+        {"runtime.topologySpreadConstraints": [SPREAD]},
+    ),
+    FieldCase(
+        IM,
+        "runtime.topologySpreadConstraints[].labelSelector.matchLabels",
+        {"app": "case"},
+        {
+            "runtime.topologySpreadConstraints": [
+                {**SPREAD, "labelSelector": {"matchExpressions": [EXISTS_APP]}}
+            ]
+        },
+    ),
+    FieldCase(
+        IM,
+        "runtime.topologySpreadConstraints[].labelSelector.matchExpressions",
+        [EXISTS_APP],
+        {
+            "runtime.topologySpreadConstraints": [
+                {**SPREAD, "labelSelector": {"matchLabels": {"app": "case"}}}
+            ]
+        },
+    ),
+    FieldCase(
+        IM,
+        "runtime.topologySpreadConstraints[].labelSelector.matchExpressions[].values",
+        ["case"],
+        {
+            "runtime.topologySpreadConstraints": [
+                {**SPREAD, "labelSelector": {"matchExpressions": [EXISTS_APP]}}
+            ]
+        },
+        also={
+            "runtime.topologySpreadConstraints[].labelSelector.matchExpressions[].operator": "In"
+        },
+    ),
+    FieldCase(
+        IM,
+        "runtime.topologySpreadConstraints[].matchLabelKeys",
+        ["pod-template-hash"],
+        {"runtime.topologySpreadConstraints": [SPREAD]},
+    ),
+    FieldCase(
+        IM,
+        "runtime.topologySpreadConstraints[].minDomains",
+        2,
+        {"runtime.topologySpreadConstraints": [{**SPREAD, "whenUnsatisfiable": "DoNotSchedule"}]},
     ),
     FieldCase(IM, "routing", {"timeout": "5s"}),
     FieldCase(IM, "routing.timeout", "90s"),

@@ -37,6 +37,7 @@ from shoal.api.pod_overrides import (
     TritonArgs,
 )
 from shoal.api.quantity import quantity_value
+from shoal.api.scheduling import SPREAD_LIST_TYPE, Affinity, SpreadConstraints
 from shoal.api.tenantpool import PoolName
 from shoal.api.windows import Window
 
@@ -646,6 +647,20 @@ class Runtime(SpecModel):
         description="Volumes mounted into Triton's container: ConfigMaps, Secrets, claims "
         "or scratch space.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    affinity: Affinity | None = Field(
+        default=None,
+        description="The replicas' affinity to nodes and to other pods, as a Pod's "
+        "spec.affinity. The scheduler requires it and the pool's placement (nodeSelector, "
+        "gpuProduct, tolerations) both.",
+    )
+    topology_spread_constraints: SpreadConstraints | None = Field(
+        default=None,
+        description="How the replicas spread over nodes or zones, in place of Shoal's: a "
+        "constraint without labelSelector counts the model's own replicas. [] spreads them "
+        "by no rule. Unset: at most one more replica on a node than on another where "
+        "possible (maxSkew 1 on kubernetes.io/hostname, ScheduleAnyway).",
+        json_schema_extra=SPREAD_LIST_TYPE,
     )
 
     rules = (

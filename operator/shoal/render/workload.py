@@ -12,6 +12,7 @@ from shoal.api.common import parse_duration
 from shoal.api.constants import KUEUE_QUEUE_LABEL
 from shoal.api.inferencemodel import InferenceModel
 from shoal.api.quantity import canonical_quantity, quantity_value
+from shoal.api.scheduling import TopologySpreadConstraint
 from shoal.api.tenantpool import TenantPoolSpec
 from shoal.render import pod_overrides
 from shoal.render.images import DEFAULT_IMAGES, ServingImages
@@ -42,6 +43,12 @@ PRESTOP_SLEEP_SECONDS = 5
 GPU = "nvidia.com/gpu"
 # GPU Feature Discovery's label naming a node's GPU model (a pool's placement.gpuProduct).
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# A model's replicas spread over nodes where they can, unless the model says otherwise.
+DEFAULT_SPREAD = (
+    TopologySpreadConstraint(
+        max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="ScheduleAnyway"
+    ),
+)
 # The response cache's size when the model does not say.
 DEFAULT_CACHE_BYTES = 256 * 2**20
 
@@ -298,15 +305,16 @@ def deployment(
         "initContainers": [fetch_container],
         "containers": [triton],
         "volumes": volumes,
-        "topologySpreadConstraints": [
-            {
-                "maxSkew": 1,
-                "topologyKey": "kubernetes.io/hostname",
-                "whenUnsatisfiable": "ScheduleAnyway",
-                "labelSelector": {"matchLabels": selector_labels(model)},
-            }
-        ],
     }
+    spread = (
+        DEFAULT_SPREAD
+        if runtime.topology_spread_constraints is None
+        else runtime.topology_spread_constraints
+    )
+    if spread:
+        pod_spec["topologySpreadConstraints"] = pod_overrides.spread(spread, selector_labels(model))
+    if (affinity := pod_overrides.affinity(runtime.affinity)) is not None:
+        pod_spec["affinity"] = affinity
     if runtime.service_account_name:
         pod_spec["serviceAccountName"] = runtime.service_account_name
     if runtime.image_pull_secrets:
