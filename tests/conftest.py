@@ -22,11 +22,18 @@ from e2e.cluster.target import Target, resolve_target
 from e2e.install import Kubectl, install_crds, kubectl_for
 from e2e.install import operator_kubeconfig as operator_kubeconfig_for
 from e2e.operator import OperatorProcess, running_operator
+from hypothesis import HealthCheck, settings
 from kubernetes import client
 
 from tests.support.wait import wait_for
 
 TIERS = ("unit", "cluster", "e2e", "realnode", "chaos")
+
+# The property tests check what the generated inputs do, not how fast they are made:
+# on two cores shared with a build or a cluster, generating from a long pattern can
+# take over Hypothesis's one-second health check, and that is no failure of Shoal's.
+settings.register_profile("shoal", suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile("shoal")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
