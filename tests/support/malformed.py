@@ -800,6 +800,17 @@ RUNTIME_AND_SCALING = _cases(
     "search-ranker",
     ("im-memory-negative", (("spec.runtime.memory", "-8Gi"),), ("spec.runtime.memory", QUANTITY)),
     ("im-cpu-zero", (("spec.runtime.cpu", "0"),), ("spec.runtime.cpu", QUANTITY)),
+    ("im-cpu-limit-zero", (("spec.runtime.cpuLimit", "0"),), ("spec.runtime.cpuLimit", QUANTITY)),
+    (
+        "im-cpu-limit-word",
+        (("spec.runtime.cpuLimit", "four"),),
+        ("spec.runtime.cpuLimit", QUANTITY),
+    ),
+    (
+        "im-cpu-limit-negative-number",
+        (("spec.runtime.cpuLimit", -1),),
+        ("spec.runtime.cpuLimit", "should be greater than 0"),
+    ),
     ("im-cpu-zero-decimal", (("spec.runtime.cpu", "0.000"),), ("spec.runtime.cpu", QUANTITY)),
     (
         "im-cpu-negative-number",

@@ -262,6 +262,7 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(IM, "runtime.startupTimeout", "25m"),
     FieldCase(IM, "runtime.gpus", 1),
     FieldCase(IM, "runtime.cpu", "0.5"),
+    FieldCase(IM, "runtime.cpuLimit", "3"),
     FieldCase(IM, "runtime.memory", "4Gi"),
     FieldCase(IM, "runtime.shmSize", "2Gi"),
     FieldCase(IM, "runtime.serviceAccountName", "model-reader"),

@@ -5,6 +5,7 @@ override can replace it."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from shoal.api.pod_overrides import (
 )
 from shoal.api.tenantpool import TenantPool
 from shoal.render.desired import model_objects
+from shoal.render.model_plan import ModelFacts, PlanError, plan_model
 from shoal.render.workload import CHECKSUM_ANNOTATION
 from shoal.settings import Settings
 from tests.support.resources import example
@@ -206,3 +208,50 @@ def test_flags_that_only_start_like_a_reserved_one_are_allowed() -> None:
     doc = model_doc(extraArgs=["--http-thread-count=8", "--model-load-thread-count=2"])
     server = triton(pod_template(doc))
     assert server["args"][-2:] == ["--http-thread-count=8", "--model-load-thread-count=2"]
+
+
+def test_the_cpu_limit_is_tritons_alone() -> None:
+    plain = pod_template(model_doc())
+    template = pod_template(model_doc(cpu="2", cpuLimit="4"))
+    server, before = triton(template), triton(plain)
+    assert "cpu" not in before["resources"]["limits"]
+    assert server["resources"]["limits"] == {**before["resources"]["limits"], "cpu": "4"}
+    assert server["resources"]["requests"] == before["resources"]["requests"]
+    assert template["spec"]["initContainers"] == plain["spec"]["initContainers"]
+
+
+def test_the_cpu_limit_is_written_as_the_api_server_stores_it() -> None:
+    server = triton(pod_template(model_doc(cpu=0.5, cpuLimit=1.5)))
+    assert server["resources"]["limits"]["cpu"] == "1500m"
+    server = triton(pod_template(model_doc(cpu="1", cpuLimit="1000m")))
+    assert server["resources"]["limits"]["cpu"] == "1"
+
+
+def _plan(doc: dict[str, Any]) -> Any:
+    model = InferenceModel.model_validate(doc)
+    pool = TenantPool.model_validate(example("TenantPool", model.spec.pool))
+    return plan_model(model, pool, None, ModelFacts(now=dt.datetime(2026, 1, 5, tzinfo=dt.UTC)))
+
+
+@pytest.mark.parametrize(
+    ("runtime", "words"),
+    [
+        ({"cpu": "2", "cpuLimit": "1500m"}, "must be at least spec.runtime.cpu (2), not 1500m"),
+        ({"cpu": 1.5, "cpuLimit": 1}, "must be at least spec.runtime.cpu (1500m), not 1"),
+        ({"cpuLimit": "1"}, "(2)"),  # cpu's default
+    ],
+)
+def test_a_cpu_limit_below_the_request_is_refused_before_rendering(
+    runtime: dict[str, Any], words: str
+) -> None:
+    """The CRD cannot compare them (cpu also takes numbers, which CEL cannot type); the
+    Pod API would refuse the Deployment, so the plan refuses the model, in its words."""
+    with pytest.raises(PlanError) as err:
+        _plan(model_doc(**runtime))
+    assert err.value.reason == "InvalidResources"
+    assert str(err.value).startswith("spec.runtime.cpuLimit: ")
+    assert words in str(err.value)
+
+
+def test_a_cpu_limit_equal_to_the_request_is_planned() -> None:
+    assert _plan(model_doc(cpu="2", cpuLimit="2000m")).objects

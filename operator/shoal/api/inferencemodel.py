@@ -593,6 +593,13 @@ class Runtime(SpecModel):
     )
     gpus: int = Field(default=1, ge=0, le=16, description="nvidia.com/gpu per replica.")
     cpu: ResourceQuantity = Field(default="2", description="CPU requested per replica.")
+    cpu_limit: ResourceQuantity | None = Field(
+        default=None,
+        description="The most CPU Triton's container may use, at least cpu. Unset: no limit. "
+        "The API server cannot compare the two (cpu also takes numbers): a model whose "
+        "cpuLimit is below its cpu is refused by the operator: Ready=False and Stalled=True, "
+        "reason InvalidResources.",
+    )
     memory: ResourceQuantity = Field(default="8Gi", description="Memory requested per replica.")
     shm_size: Quantity = Field(
         default="1Gi", description="Size of /dev/shm (Python backend and large tensors use it)."

@@ -16,6 +16,7 @@ from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
 from shoal.api.inferencemodel import InferenceModel
+from shoal.api.quantity import quantity_value
 from shoal.api.tenantpool import TenantPool
 from shoal.render.autoscaler import ReplicaBounds, replica_bounds
 from shoal.render.batching import effective_batching
@@ -113,6 +114,17 @@ def plan_model(
     """The model's plan; raises PlanError when its schedules or batching do not fit."""
     now = facts.now
     scaling = model.spec.scaling
+    runtime = model.spec.runtime
+    # A CRD rule cannot see cpu (a quantity that also takes numbers has no CEL type), so
+    # the relation the Pod API requires of a container's resources is checked here.
+    if runtime.cpu_limit is not None and quantity_value(runtime.cpu_limit) < quantity_value(
+        runtime.cpu
+    ):
+        raise PlanError(
+            "InvalidResources",
+            f"spec.runtime.cpuLimit: must be at least spec.runtime.cpu ({runtime.cpu}), "
+            f"not {runtime.cpu_limit}",
+        )
     try:
         floor = floor_at(scaling, now)
         predictive = scaling.predictive

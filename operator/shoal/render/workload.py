@@ -196,6 +196,8 @@ def deployment(
     remote = needs_network(source.storage_uri)
     memory = replica_memory(model)
     limits: dict[str, Any] = {"memory": memory}
+    if runtime.cpu_limit is not None:
+        limits["cpu"] = runtime.cpu_limit
     if runtime.gpus:
         limits[GPU] = str(runtime.gpus)
     node_selector: dict[str, str] = {}
