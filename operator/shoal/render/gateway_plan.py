@@ -28,6 +28,7 @@ from shoal.render.gateway_config import (
 )
 from shoal.render.gateway_files import LIVE_DIR, RUNTIME_DIR
 from shoal.render.keys import Issuer, PublicKey
+from shoal.render.model_config import executors
 from shoal.render.schedule import is_open
 
 
@@ -85,9 +86,10 @@ def route(
         backend=backend_name(model.metadata.namespace or "", model.metadata.name),
         servers=servers,
         timeout_ms=_ms(model.spec.routing.timeout),
-        # A batch being executed and one being gathered: Triton keeps its batches full,
-        # and everything beyond waits in the gateway's queue, in priority order.
-        server_maxconn=2 * batching.max_batch_size,
+        # For each of the replica's instances, a batch being executed and one being
+        # gathered: Triton keeps every instance's batches full, and everything beyond
+        # waits in the gateway's queue, in priority order.
+        server_maxconn=2 * batching.max_batch_size * executors(model),
         priority_levels=levels,
         default_priority=(batching.default_priority or levels) if levels else 0,
         sticky_header=model.spec.routing.sticky_header,

@@ -107,6 +107,18 @@ def _instance_kind(model: InferenceModel) -> int:
     return int(pb.ModelInstanceGroup.KIND_CPU)
 
 
+def executors(model: InferenceModel) -> int:
+    """How many batches one replica executes at once: its model instances, on each of
+    its GPUs for KIND_GPU (Triton places an instance group's count on every GPU it is
+    given), else on the CPU; a vLLM model's one engine."""
+    if model.spec.model.backend == "vllm":
+        return 1
+    instances = model.spec.model.instances
+    if _instance_kind(model) == pb.ModelInstanceGroup.KIND_GPU:
+        return instances * model.spec.runtime.gpus
+    return instances
+
+
 def _batched(config: pb.ModelConfig, model: InferenceModel, batching: BatchPolicySpec) -> None:
     """Every other backend's shape: the declared tensors, Triton's dynamic batcher from
     the BatchPolicy, the model's instances on the pod's devices, warm-up and cache."""
