@@ -187,7 +187,7 @@ def model(index: int) -> dict[str, Any]:
         gpus=1,
         scaling={"minReplicas": 1, "maxReplicas": 2},
     )
-    doc["metadata"]["name"] = f"model-{index:04d}"
+    doc["metadata"]["name"] = doc["spec"]["model"]["name"] = f"model-{index:04d}"
     doc["spec"]["runtime"].update({"cpu": "100m", "memory": "256Mi"})
     return doc
 

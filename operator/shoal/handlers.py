@@ -48,6 +48,13 @@ def route(op: Operator, kind: str, body: dict[str, Any], *, deleted: bool = Fals
         )
         if not deleted:
             op.request_model(namespace, name)
+        else:
+            # Its pool's later models in the namespace may have been refused for it:
+            # its Triton model name, or the pool's count of models.
+            pool = (body.get("spec") or {}).get("pool")
+            for other in op.cache.all("InferenceModel", [namespace]):
+                if (other.get("spec") or {}).get("pool") == pool:
+                    op.request_model(namespace, other["metadata"]["name"])
     elif kind == "TenantPool":
         op.request_pool(name)
     elif kind == "BatchPolicy":

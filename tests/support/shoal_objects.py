@@ -43,7 +43,9 @@ def inference_model(
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "pool": pool,
-        "model": {"name": "linear", "backend": "python", "storageUri": "s3://models/linear"},
+        # Its Triton name is its own: two models of a pool in one namespace may not share
+        # one (the gateway would route both names' URL to one of them).
+        "model": {"name": name, "backend": "python", "storageUri": "s3://models/linear"},
         "runtime": {"gpus": gpus},
         "scaling": {"minReplicas": min_replicas, "maxReplicas": max(min_replicas, 3)},
     }

@@ -154,9 +154,10 @@ def admission_refusal(
     siblings: list[dict[str, Any]],
 ) -> tuple[str, str] | None:
     """Why the pool refuses the model, if it does (pure): the admission policy's rules
-    (shoal.api.admission.refusals, for models admitted before their pool changed), and
-    the pool's model count, which needs the namespace's other models (``siblings``, the
-    model itself among them once it exists)."""
+    (shoal.api.admission.refusals, for models admitted before their pool changed); and,
+    from the namespace's other models (``siblings``, the model itself among them once it
+    exists), an earlier model of the pool with the same Triton model name, and the
+    pool's model count."""
     namespace = model.metadata.namespace or ""
     pool_name = pool.metadata.name
     reasons = refusals(pool, model, namespace_labels)
@@ -167,14 +168,34 @@ def admission_refusal(
                 f"{reasons[0]}; ask the pool's admin to add it to spec.tenants.",
             )
         return "QuotaExceeded", "; ".join(reasons) + "."
+    same_pool = sorted(
+        (m["metadata"].get("creationTimestamp") or "", m["metadata"]["name"], m)
+        for m in siblings
+        if (m.get("spec") or {}).get("pool") == pool_name
+    )
+    triton_name = model.spec.model.name
+    first = next(
+        (
+            name
+            for _, name, m in same_pool
+            if ((m.get("spec") or {}).get("model") or {}).get("name") == triton_name
+        ),
+        model.metadata.name,
+    )
+    if first != model.metadata.name and pool.spec.gateway.enabled:
+        # The pool's gateway routes /v2/models/<Triton name> of a namespace to one model:
+        # the earliest, as render.gateway_plan.unique_routes picks it. (Without a
+        # gateway, each is reached at its own Service.)
+        return (
+            "ModelNameTaken",
+            f"InferenceModel {first!r} in this namespace already serves Triton model "
+            f"{triton_name!r} through TenantPool {pool_name!r}'s gateway "
+            f"(/v2/models/{triton_name}); give this one another spec.model.name, or "
+            "another pool.",
+        )
     limit = pool.spec.quota.models
     if limit is not None:
-        ranked = sorted(
-            (m["metadata"].get("creationTimestamp") or "", m["metadata"]["name"])
-            for m in siblings
-            if (m.get("spec") or {}).get("pool") == pool_name
-        )
-        names = [name for _, name in ranked]
+        names = [name for _, name, _ in same_pool]
         rank = names.index(model.metadata.name) if model.metadata.name in names else len(names)
         if rank >= limit:
             return (
