@@ -1,8 +1,9 @@
-"""How many requests the gateway lets each model replica hold at once: two batches
-(one executing, one being gathered) for every batch the replica executes at once, its
-model instances on each of its GPUs. Fewer would keep a multi-instance replica's
-instances idle while requests wait at the gateway, and the HPA, which scales on that
-wait, would add replicas instead."""
+"""How many requests the gateway lets each model replica hold at once: a batch for
+each batch the replica executes at once (its model instances, on each of its GPUs),
+and the batches gathered for them to take next: one for each instance, or one in all
+for a route with priority lanes, whose order Triton's queue would not keep. Two batches
+in all kept a multi-instance replica's instances idle while requests waited at the
+gateway, and the HPA, which scales on that wait, added replicas instead."""
 
 from __future__ import annotations
 
@@ -28,15 +29,19 @@ def _model(instances: int, gpus: int, **model: Any) -> InferenceModel:
     ("instances", "gpus", "batches"),
     [(1, 0, 1), (4, 0, 4), (1, 1, 1), (2, 1, 2), (2, 4, 8), (3, 2, 6)],
 )
-def test_a_replica_holds_two_batches_per_instance_it_runs(
-    instances: int, gpus: int, batches: int
+@pytest.mark.parametrize("levels", [0, 1, 3])
+def test_a_replica_holds_a_batch_per_instance_and_those_gathered_next(
+    instances: int, gpus: int, batches: int, levels: int
 ) -> None:
     model = _model(instances, gpus)
     policy = BatchPolicy.model_validate(example("BatchPolicy", "interactive")).spec
+    update = {"priority_levels": levels, "default_priority": None, "priority_queue_policies": []}
+    policy = policy.model_copy(update=update)
     planned = route(model, policy, ())
     assert planned is not None
     assert executors(model) == batches
-    assert planned.server_maxconn == 2 * policy.max_batch_size * batches
+    gathered = 1 if levels > 1 else batches
+    assert planned.server_maxconn == (batches + gathered) * policy.max_batch_size
     # The count Triton reads: the instance group's, on each GPU for KIND_GPU.
     config = render_config_pbtxt(model, policy)
     assert f"count: {instances}" in config
