@@ -7,7 +7,8 @@ one function of e2e/gateway_scenarios.py, the same the e2e tests run briefly; he
 run longer, and where a behaviour needs a control it is measured in the same run:
 
 1. overhead: throughput at a P95 target and median latency, straight to Triton and
-   through the gateway, level by level in alternating halves;
+   through the gateway, level by level in alternating halves; again for a model of
+   four instances, each replica holding the requests the operator renders for it;
 2. fairness: tenant A floods at 5x its rate while B sends at its rate, against B alone;
 3. priority: two lanes at 2x a route's capacity, against the top lane alone, and the
    same load without lanes (the control);
@@ -54,7 +55,7 @@ def _haproxy_version() -> str:
 
 def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
     """Every target, the figure measured for it, and whether it was met."""
-    o, f, p = r["overhead"], r["fairness"], r["priority"]
+    o, oi, f, p = r["overhead"], r["overhead_instances"], r["fairness"], r["priority"]
     e, w, lc = r["ejection"], r["runaway"], r["limits_change"]
     i, s, rep = r["identity"], r["scaling"], r["replicas"]
     spill = r["overflow"]
@@ -72,6 +73,14 @@ def targets(r: dict[str, Any]) -> list[dict[str, Any]]:
             f"{o['throughput_at_target']['direct']:.0f} req/s)",
             ">= 0.95x",
             o["throughput_ratio"] >= 0.95,
+        ),
+        row(
+            "overhead, 4 instances: throughput at P95 target",
+            f"{oi['throughput_ratio']:.2f}x direct "
+            f"({oi['throughput_at_target']['gateway']:.0f} vs "
+            f"{oi['throughput_at_target']['direct']:.0f} req/s)",
+            ">= 0.95x",
+            oi["throughput_ratio"] >= 0.95,
         ),
         row(
             "overhead: added median latency",
@@ -194,6 +203,14 @@ def main() -> None:
             levels=(8, 16, 24) if quick else (1, 4, 8, 16, 24, 32),
             seconds=6.0 if quick else 8.0,
             latency_requests=150 if quick else 500,
+        ),
+        "overhead_instances": lambda w: scenarios.overhead(
+            w,
+            model=scenarios.INSTANCES_MODEL,
+            levels=(8, 16, 24, 32) if quick else (4, 8, 16, 24, 32, 40),
+            seconds=6.0 if quick else 8.0,
+            p95_target_ms=250.0,
+            latency_requests=40 if quick else 60,
         ),
         "fairness": lambda w: scenarios.fairness(
             w, rounds=1 if quick else 3, alone_seconds=5.0 if quick else 6.0, seconds=10.0

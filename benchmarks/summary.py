@@ -259,7 +259,7 @@ def gateway_doc_block() -> str:
     each target."""
     data = _load("gateway.json")
     o, p, rep = data["overhead"], data["priority"], data["replicas"]
-    spill = data["overflow"]
+    oi, spill = data["overhead_instances"], data["overflow"]
     spill_levels = [point["concurrency"] for point in spill["ladders"]["with"]]
     lines = [
         *gateway(data)[2:],
@@ -268,6 +268,9 @@ def gateway_doc_block() -> str:
         f"median latency {o['median_ms']['direct']} ms straight to Triton, "
         f"{o['median_ms']['gateway']} ms through the gateway ({o['latency_requests']} "
         "requests each, alternated).",
+        f"- Overhead with instances: P95 target {oi['p95_target_ms']:g} ms on a model of "
+        f"{oi['model']}; the gateway lets each replica hold {oi['server_maxconn']} "
+        "requests, two batches for each instance, as the operator renders it.",
         f"- Priority: {p['model']}, {p['capacity_rps']:g} req/s capacity; the top lane at "
         f"{p['high_rps']:g} req/s, the low lane at {p['low_rps']:g}; the top lane's time "
         f"in the gateway's queue at P95: {p['high_loaded_queue_p95_ms']} ms. The same load "

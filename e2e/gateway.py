@@ -62,6 +62,7 @@ from shoal.render.gateway_config import (
     SigningKey,
 )
 from shoal.render.gateway_files import RuntimePaths
+from shoal.render.gateway_plan import route as plan_route
 from shoal.render.haproxy_config import haproxy_config
 from shoal.render.model_config import render_config_pbtxt
 
@@ -185,18 +186,28 @@ class Model:
     max_queue_delay: str = "1ms"
     instances: int = 1
 
+    def rendered(self) -> tuple[InferenceModel, BatchPolicySpec]:
+        """The InferenceModel and batch policy the operator would serve it from."""
+        doc = linear_model(self.base_ms, self.per_item_ms)
+        doc["spec"]["model"]["name"] = self.name
+        doc["spec"]["model"]["instances"] = self.instances
+        im = InferenceModel.model_validate(doc)
+        spec = BatchPolicySpec(
+            max_batch_size=self.max_batch_size, max_queue_delay=self.max_queue_delay
+        )
+        return im, effective_batching(im, spec)
+
+    def slots(self) -> int:
+        """The requests the operator's gateway lets one replica hold at once."""
+        planned = plan_route(*self.rendered(), ())
+        assert planned is not None
+        return planned.server_maxconn
+
 
 def model_repository(root: Path, models: Sequence[Model]) -> Path:
     """A Triton model repository of rendered configs, one directory per model."""
     for model in models:
-        doc = linear_model(model.base_ms, model.per_item_ms)
-        doc["spec"]["model"]["name"] = model.name
-        doc["spec"]["model"]["instances"] = model.instances
-        im = InferenceModel.model_validate(doc)
-        spec = BatchPolicySpec(
-            max_batch_size=model.max_batch_size, max_queue_delay=model.max_queue_delay
-        )
-        config = render_config_pbtxt(im, effective_batching(im, spec))
+        config = render_config_pbtxt(*model.rendered())
         (root / model.name / "1").mkdir(parents=True, exist_ok=True)
         (root / model.name / "1" / "model.py").write_text((MODELS / "linear_cost.py").read_text())
         (root / model.name / "config.pbtxt").write_text(config)
@@ -246,7 +257,9 @@ def route(
     servers: Sequence[Server],
     *,
     timeout_ms: int = 5000,
-    server_maxconn: int = 8,
+    # What the operator renders for a default Model (max batch 8, one instance):
+    # Model.slots() gives it for another.
+    server_maxconn: int = 16,
     priority_levels: int = 0,
     default_priority: int = 0,
     sticky_header: str | None = None,

@@ -78,6 +78,18 @@ def _at_target(points: list[dict[str, Any]], target_ms: float) -> float:
     return round(best["throughput"] + share * (over["throughput"] - best["throughput"]), 1)
 
 
+# One instance executing batches of up to 8: the overhead scenario's model.
+OVERHEAD_MODEL = gw.Model(
+    "linear", base_ms=20, per_item_ms=1, max_batch_size=8, max_queue_delay="2ms"
+)
+# Four instances of a slower model, each executing a batch at once: a replica holds four
+# batches in flight and one more gathered; a gateway that let it hold two batches in
+# all left half of them idle.
+INSTANCES_MODEL = gw.Model(
+    "linear", base_ms=100, per_item_ms=1, max_batch_size=4, max_queue_delay="2ms", instances=4
+)
+
+
 def overhead(
     workdir: Path,
     *,
@@ -85,12 +97,16 @@ def overhead(
     seconds: float = 2.0,
     p95_target_ms: float = 100.0,
     latency_requests: int = 300,
+    model: gw.Model = OVERHEAD_MODEL,
+    server_maxconn: int | None = None,
 ) -> dict[str, Any]:
     """Throughput at a P95 target and median latency, straight to Triton and through
-    the gateway (token verified, two hops), measured alternately in one run."""
-    model = gw.Model("linear", base_ms=20, per_item_ms=1, max_batch_size=8, max_queue_delay="2ms")
+    the gateway (token verified, two hops), measured alternately in one run. The
+    gateway lets the replica hold what the operator renders for ``model``, or
+    ``server_maxconn`` (a control: the slots of an older rendering)."""
+    slots = model.slots() if server_maxconn is None else server_maxconn
     with gw.tritons(workdir / "triton", [model]) as servers:
-        routes = [gw.route("team-a", "linear", gw.servers_of(servers), server_maxconn=16)]
+        routes = [gw.route("team-a", model.name, gw.servers_of(servers), server_maxconn=slots)]
         with gw.gateway(workdir / "gw", {"team-a": Limits()}, routes) as gateway:
             path = INFER.format("linear")
             sides = {
@@ -122,8 +138,11 @@ def overhead(
     best = {name: _at_target(points, p95_target_ms) for name, points in ladders.items()}
     medians = {name: statistics.median(values) for name, values in latencies.items()}
     ratio = best["gateway"] / best["direct"] if best["direct"] else 0.0
+    instances = "one instance" if model.instances == 1 else f"{model.instances} instances"
     return {
-        "model": "20 ms + 1 ms/item, max batch 8, 2 ms delay, one instance",
+        "model": f"{model.base_ms:g} ms + {model.per_item_ms:g} ms/item, max batch "
+        f"{model.max_batch_size}, {model.max_queue_delay} delay, {instances}",
+        "server_maxconn": slots,
         "p95_target_ms": p95_target_ms,
         "seconds_per_point": seconds,
         "ladders": ladders,
@@ -193,6 +212,7 @@ def fairness(
     model = gw.Model(
         "linear", base_ms=service_ms, per_item_ms=0.5, max_batch_size=8, instances=instances
     )
+    slots = model.slots()
     # A has no burst, so from its first second it is held to its rate exactly.
     a_limits = Limits(requests_per_second=limit, burst=0)
     # B sends at exactly its rate: its burst, a second's worth, absorbs its clients'
@@ -204,8 +224,8 @@ def fairness(
         gw.tritons(workdir / "b", [model]) as b_servers,
     ):
         routes = [
-            gw.route("team-a", "linear", gw.servers_of(a_servers, "a")),
-            gw.route("team-b", "linear", gw.servers_of(b_servers, "b")),
+            gw.route("team-a", "linear", gw.servers_of(a_servers, "a"), server_maxconn=slots),
+            gw.route("team-b", "linear", gw.servers_of(b_servers, "b"), server_maxconn=slots),
         ]
         tenants = {"team-a": a_limits, "team-b": b_limits}
         with gw.gateway(workdir / "gw", tenants, routes) as gateway:
@@ -317,9 +337,9 @@ def priority(
                 "team-a",
                 "linear",
                 gw.servers_of(servers),
-                # One request per model instance: the rest wait in the gateway's queue,
-                # in priority order, not in Triton's.
-                server_maxconn=instances,
+                # As the operator renders it: a request per instance (no batching) and
+                # one more; the rest wait in the gateway's queue, in priority order.
+                server_maxconn=model.slots(),
                 priority_levels=2,
                 default_priority=2,
                 timeout_ms=5000,
@@ -427,7 +447,13 @@ def ejection(
     model = gw.Model("linear", base_ms=5, per_item_ms=0.2, max_batch_size=8)
     with gw.tritons(workdir / "triton", [model], replicas=3) as servers:
         routes = [
-            gw.route("team-a", "linear", gw.servers_of(servers), server_maxconn=4, timeout_ms=2000)
+            gw.route(
+                "team-a",
+                "linear",
+                gw.servers_of(servers),
+                server_maxconn=model.slots(),
+                timeout_ms=2000,
+            )
         ]
         with gw.gateway(workdir / "gw", {"team-a": Limits()}, routes) as gateway:
             replica = gateway.replicas[0]
@@ -586,8 +612,8 @@ def limits_change(
     a_caps = [(5000, 64), (4000, 48), (6000, 56), (5000, 60)][: changes + 1]
     with gw.tritons(workdir / "triton", [model], replicas=2) as servers:
         routes = [
-            gw.route("team-a", "linear", gw.servers_of(servers)),
-            gw.route("team-b", "linear", gw.servers_of(servers)),
+            gw.route("team-a", "linear", gw.servers_of(servers), server_maxconn=model.slots()),
+            gw.route("team-b", "linear", gw.servers_of(servers), server_maxconn=model.slots()),
         ]
 
         def tenants(step: int, b_rate: int) -> dict[str, Limits]:
@@ -730,7 +756,11 @@ def scaling(workdir: Path, *, clients: int = 12, hold_s: float = 4.0) -> dict[st
         pods = gw.servers_of(servers)
 
         def routes(members: Sequence[int]) -> list[Any]:
-            return [gw.route("team-a", "linear", [pods[i] for i in members])]
+            return [
+                gw.route(
+                    "team-a", "linear", [pods[i] for i in members], server_maxconn=model.slots()
+                )
+            ]
 
         with gw.gateway(workdir / "gw", {"team-a": Limits()}, routes([0, 1])) as gateway:
             replica = gateway.replicas[0]
@@ -809,7 +839,7 @@ def replicas(
     with gw.tritons(workdir / "triton", [fast, slow]) as servers:
         routes = [
             gw.route("team-a", "linear", gw.servers_of(servers)),
-            gw.route("team-b", "slow", gw.servers_of(servers), server_maxconn=8),
+            gw.route("team-b", "slow", gw.servers_of(servers), server_maxconn=slow.slots()),
             gw.route("team-c", "linear", gw.servers_of(servers)),
         ]
         tenants = {
@@ -944,7 +974,6 @@ def overflow(
     levels: Sequence[int] = (8, 16, 24, 32, 40, 48),
     seconds: float = 2.0,
     p95_target_ms: float = 100.0,
-    server_maxconn: int = 16,
 ) -> dict[str, Any]:
     """A model whose only replica is saturated, with and without an overflow replica in
     another, idle, pool: throughput at a P95 target through the gateway (token
@@ -955,8 +984,9 @@ def overflow(
     with room to spare. The model is the overhead scenario's, 20 ms + 1 ms an item in
     batches of up to 8 on one instance: a sleep, standing for a small model's batched
     forward pass on a GPU, which costs the GPU's time and not this machine's CPU. At
-    ``server_maxconn`` (16) in flight a replica is two batches deep, its P95 about three
-    batches (~85 ms, just under the 100 ms target), and it tops out near 230 requests a
+    the 16 requests in flight the operator lets a replica hold (``server_maxconn``),
+    it is two batches deep, its P95 about three batches (~85 ms, just under the 100 ms
+    target), and it tops out near 230 requests a
     second: more clients only wait in the gateway's queue. With the overflow replica,
     the requests over those 16 go to the second replica instead of the queue, so the
     P95 holds until both are full (32 clients).
@@ -966,6 +996,7 @@ def overflow(
     Each side's clients are made once (:func:`_burst`), and a point's throughput is its
     successful requests over the time its halves took, up to their last answer."""
     model = gw.Model("linear", base_ms=20, per_item_ms=1, max_batch_size=8, max_queue_delay="2ms")
+    server_maxconn = model.slots()
     tenants = {"team-a": Limits()}
     with gw.tritons(workdir / "triton", [model], replicas=2) as servers:
         own, spare = gw.servers_of(servers)
