@@ -35,7 +35,11 @@ def test_a_replica_holds_a_batch_per_instance_and_those_gathered_next(
 ) -> None:
     model = _model(instances, gpus)
     policy = BatchPolicy.model_validate(example("BatchPolicy", "interactive")).spec
-    update = {"priority_levels": levels, "default_priority": None, "priority_queue_policies": []}
+    update: dict[str, Any] = {
+        "priority_levels": levels,
+        "default_priority": None,
+        "priority_queue_policies": [],
+    }
     policy = policy.model_copy(update=update)
     planned = route(model, policy, ())
     assert planned is not None
