@@ -51,10 +51,12 @@ TENANT_KINDS = [k for k in planned_by(POOL) if k.namespaced]
 MODEL_KINDS = planned_by(MODEL)
 
 
-def _base_model(pool: str) -> dict[str, Any]:
+def _base_model(pool: str, name: str) -> dict[str, Any]:
+    """A model of ``pool`` whose Triton name is its own: the namespace holds many models
+    of one pool, and a Triton name taken by an earlier one is refused."""
     return {
         "pool": pool,
-        "model": {"name": "linear", "backend": "python", "storageUri": "s3://models/linear"},
+        "model": {"name": name, "backend": "python", "storageUri": "s3://models/linear"},
         "runtime": {"gpus": 0},
     }
 
@@ -99,20 +101,20 @@ class World:
         ]
         for case, name in self.cases:
             if case.kind == IM:
-                spec = case.spec(_base_model(self.shared_pool), with_field=with_field)
+                spec = case.spec(_base_model(self.shared_pool, name), with_field=with_field)
                 docs.append(_doc(IM, name, resolve(spec, names), ns))
             elif case.kind == BP:
                 docs.append(
                     _doc(BP, name, resolve(case.spec({}, with_field=with_field), names), ns)
                 )
-                model = _base_model(self.shared_pool)
+                model = _base_model(self.shared_pool, name)
                 model["batchPolicy"] = {"name": name}
                 docs.append(_doc(IM, name, model, ns))
             else:
                 pool_names = {**names, "namespace": tp_ns}
                 spec = case.spec(_base_pool(tp_ns), with_field=with_field)
                 docs.append(_doc(TP, name, resolve(spec, pool_names)))
-                docs.append(_doc(IM, name, _base_model(name), tp_ns))
+                docs.append(_doc(IM, name, _base_model(name, name), tp_ns))
         return docs
 
     def apply(self, *, with_field: bool) -> None:

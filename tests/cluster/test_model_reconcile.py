@@ -163,7 +163,7 @@ def test_an_admin_edit_to_a_managed_field_is_repaired(
             deployment, service = kids["Deployment"], kids["Service"]
             return (
                 service is not None
-                and "--load-model=linear" in deployment.spec.template.spec.containers[0].args
+                and "--load-model=drift" in deployment.spec.template.spec.containers[0].args
             )
 
         kids = wait_for(

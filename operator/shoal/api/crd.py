@@ -149,6 +149,11 @@ def structural(node: Any, defs: dict[str, Schema]) -> Any:
         if len(options) != 1:
             raise ValueError(f"cannot express anyOf {options} structurally")
         node = {**structural(options[0], defs), **node, _UNSET_BY_DEFAULT: True}
+        if node.get("type") == "object" and "properties" in node:
+            # Server-side apply stores an object whose last field was removed as null
+            # (affinity: {} once nodeAffinity goes): null means unset, as leaving the
+            # object out does, so removing its last field removes its effect.
+            node["nullable"] = True
     if "patternProperties" in node:
         raise ValueError("a map's key type may not carry a pattern: give it a Check instead")
     key_rules = _key_rules(node.pop("propertyNames", None))
