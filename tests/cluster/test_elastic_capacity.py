@@ -221,9 +221,13 @@ def test_a_pool_borrows_idle_gpus_and_the_lender_takes_them_back(
     try:
         wait_mode(shoal, lender, "Kueue")
         wait_mode(shoal, borrower, "Kueue")
-        assert condition(shoal.get("TenantPool", lender), "ElasticCapacity")["status"] in (
-            "True",
-            "Unknown",
+        # A ClusterQueue Kueue has just been given can read inactive for a moment (its
+        # flavor not yet in Kueue's cache), which the pool reports as it is; it settles.
+        wait_for(
+            "the lender's ElasticCapacity to settle",
+            lambda: condition(shoal.get("TenantPool", lender), "ElasticCapacity")["status"],
+            lambda status: status in ("True", "Unknown"),
+            timeout=60,
         )
         # The lender serves one replica: three of its four GPUs are idle.
         shoal.create(model("steady", lender, 1), namespace)
