@@ -168,10 +168,14 @@ def admission_refusal(
                 f"{reasons[0]}; ask the pool's admin to add it to spec.tenants.",
             )
         return "QuotaExceeded", "; ".join(reasons) + "."
+    # In creation order, then by name: the order unique_routes gives the gateway.
     same_pool = sorted(
-        (m["metadata"].get("creationTimestamp") or "", m["metadata"]["name"], m)
-        for m in siblings
-        if (m.get("spec") or {}).get("pool") == pool_name
+        (
+            (m["metadata"].get("creationTimestamp") or "", m["metadata"]["name"], m)
+            for m in siblings
+            if (m.get("spec") or {}).get("pool") == pool_name
+        ),
+        key=lambda entry: entry[:2],
     )
     triton_name = model.spec.model.name
     first = next(
