@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ from tests.support.shoal_objects import Shoal
 from tests.support.wait import wait_for
 
 CLIENT_TOKEN_DIR = "/var/run/secrets/shoal"
+# A gateway pod's grace period is 30 s; leaving, it takes its 5 s pre-stop pause and
+# HAProxy's soft stop, and the deletion reaches it through the operator and the
+# garbage collector.
+GATEWAY_STOP_SECONDS = 20
 # A client's steady load, run in a pod: THREADS clients send back to back until at least
 # REQUESTS are answered and SECONDS have passed, each on one kept-alive connection (or,
 # with KEEPALIVE=0, a new connection per request, balanced afresh by kube-proxy). Every
@@ -112,6 +117,54 @@ def _images_imported(real_node: RealNode, _builds: Builds) -> Iterator[Future[No
 @pytest.fixture(autouse=True)
 def _start_importing(_images_imported: Future[None]) -> None:
     """Every test of the tier starts the import (the first one really does)."""
+
+
+@pytest.fixture(autouse=True)
+def _node_settled(real_node: RealNode, core: client.CoreV1Api) -> None:
+    """Every test starts on a node where nothing is still terminating: real-0 has two
+    cores, and a pod of the last test on its way out (a gateway's drain, a namespace
+    being deleted) still holds its CPU request against the scheduler."""
+    wait_for(
+        "the pods leaving real-0 gone",
+        lambda: [p for p in node_pods(core, real_node) if p.metadata.deletion_timestamp],
+        lambda leaving: not leaving,
+        timeout=120,
+    )
+
+
+def node_pods(core: client.CoreV1Api, node: RealNode) -> list[client.V1Pod]:
+    return list(core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node.name}").items)
+
+
+def node_load(core: client.CoreV1Api, node: RealNode) -> str:
+    """What holds real-0's CPU: each pod bound to it, its phase and its CPU requests."""
+    lines = []
+    for pod in node_pods(core, node):
+        cpu = [
+            str(((c.resources and c.resources.requests) or {}).get("cpu", "-"))
+            for c in pod.spec.containers
+        ]
+        leaving = " (terminating)" if pod.metadata.deletion_timestamp else ""
+        where = f"{pod.metadata.namespace}/{pod.metadata.name}"
+        lines.append(f"{where} {pod.status.phase}{leaving} cpu={'+'.join(cpu)}")
+    return "\n".join(lines) or "(no pods)"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test of the tier reports what ran on real-0 when it failed: most waits
+    that time out there are a pod the scheduler could not place."""
+    report = yield
+    funcargs = getattr(item, "funcargs", {})
+    if report.when == "call" and report.failed and "core" in funcargs and "real_node" in funcargs:
+        try:
+            load = node_load(funcargs["core"], funcargs["real_node"])
+        except Exception as exc:  # the report must not hide the test's own failure
+            load = f"could not list real-0's pods: {exc}"
+        report.sections.append(("pods on real-0", load))
+    return report
 
 
 def _import_images(real_node: RealNode, built: Future[dict[str, Path]]) -> None:
@@ -283,6 +336,7 @@ def model_on_real_node(
     if download is not None:
         doc["spec"]["access"] = {"modelDownload": download}
     shoal.create(doc)
+    gateway_stop_s = 0.0
     try:
         shoal.create(model_doc(pool, storage, replicas, s3, runtime), namespace)
         yield pool
@@ -294,10 +348,18 @@ def model_on_real_node(
             lambda p: not p,
             timeout=90,
         )
+        deleted = time.monotonic()
         shoal.delete("TenantPool", pool)
         wait_for(
             "the gateway's pods gone", lambda: gateway_pods(core, pool), lambda p: not p, timeout=90
         )
+        gateway_stop_s = time.monotonic() - deleted
+    # Reached only when the test passed. A gateway pod stops within its pre-stop pause
+    # and HAProxy's soft stop; a container that ignores SIGTERM holds it for the whole
+    # grace period instead.
+    assert gateway_stop_s < GATEWAY_STOP_SECONDS, (
+        f"the gateway's pods took {gateway_stop_s:.0f} s to go once their pool was deleted"
+    )
 
 
 def pod_ready(pod: client.V1Pod) -> bool:

@@ -15,17 +15,22 @@ from tests.support.wait import wait_for
 GROUP, VERSION = "shoal.dev", "v1alpha1"
 
 
-def shared_pool(name: str, namespaces: list[str], gpus: int = 8) -> dict[str, Any]:
+def shared_pool(
+    name: str, namespaces: list[str], gpus: int = 8, gateway: bool = True
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "isolation": "Shared",
+        "tenants": {"namespaces": namespaces},
+        "placement": {"nodeSelector": {"shoal.dev/node-group": "shared-gpu"}},
+        "quota": {"gpus": gpus},
+    }
+    if not gateway:
+        spec["gateway"] = {"enabled": False}
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "TenantPool",
         "metadata": {"name": name},
-        "spec": {
-            "isolation": "Shared",
-            "tenants": {"namespaces": namespaces},
-            "placement": {"nodeSelector": {"shoal.dev/node-group": "shared-gpu"}},
-            "quota": {"gpus": gpus},
-        },
+        "spec": spec,
     }
 
 
