@@ -47,6 +47,7 @@ from tests.support.wait import wait_for
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "shoal"
 RELEASE = "shoal-real"
+PROBE_PERIOD_S = 10
 Helm = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -92,6 +93,9 @@ def install_release(
         *("--namespace", namespace),
         *("--set", f"gateway.namespace={gateways_of(namespace)}"),
         *("--set", "admissionPolicy.enabled=false"),
+        # Half the default period: a hung replica is killed 20-30 s after it stops (not
+        # 40-60 s), still after the Lease (15 s) has passed to the other replica.
+        *("--set", f"livenessProbe.periodSeconds={PROBE_PERIOD_S}"),
         *("--set-json", f"nodeSelector={json.dumps(placement['nodeSelector'])}"),
         *("--set-json", f"tolerations={json.dumps(placement['tolerations'])}"),
         *("--set-json", f"gateway.nodeSelector={json.dumps(placement['nodeSelector'])}"),
@@ -143,6 +147,8 @@ def test_the_charts_operator_leads_hands_over_and_is_restarted_when_hung(
         assert {p.spec.node_name for p in pods} == {real_node.name}
         for pod in pods:
             assert container_status(pod, "operator").restart_count == 0
+            [container] = pod.spec.containers
+            assert container.liveness_probe.period_seconds == PROBE_PERIOD_S
         names = {str(p.metadata.name) for p in pods}
         first = wait_for("one replica to lead", lambda: _holder(api, release), lambda h: h in names)
 
@@ -184,8 +190,8 @@ def test_the_charts_operator_leads_hands_over_and_is_restarted_when_hung(
             "the kubelet to kill the hung container",
             lambda: _events(core, release, second),
             lambda es: any(e.reason == "Killing" and "liveness" in (e.message or "") for e in es),
-            # The chart's probe: every 20 s, 3 failures.
-            timeout=120,
+            # The probe as installed: every PROBE_PERIOD_S, 3 failures.
+            timeout=90,
         )
         # Resumed, the process takes the kubelet's SIGTERM at once rather than at the end
         # of the 30 s grace period; the restart is the kubelet's either way.
