@@ -8,6 +8,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import Field
 
 from shoal.api.batchpolicy import DEFAULT_MAX_BATCH, MAX_BATCH, MAX_PRIORITY_LEVELS, QueueDelay
+from shoal.api.byte_size import byte_size_bounds, byte_size_format
 from shoal.api.common import (
     Check,
     Conditions,
@@ -268,28 +269,9 @@ class S3Storage(SpecModel):
 
 # The model's files' size: a whole number of bytes with an optional suffix, so that CEL
 # can compare it as a quantity (a schema that also took numbers could not be typed).
-MODEL_SIZE_PATTERN = r"^[1-9][0-9]{0,15}(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"
 MODEL_SIZE_MIN, MODEL_SIZE_MAX = "1Mi", "1Pi"
 ModelSize = Annotated[
-    str,
-    TextFormat(
-        MODEL_SIZE_PATTERN,
-        "a whole number of bytes with an optional suffix, such as 12Gi",
-        max_length=18,
-        example="12Gi",
-    ),
-    Check(
-        cel=f"!self.matches({cel_string(MODEL_SIZE_PATTERN)}) || "
-        f"(quantity(self).compareTo(quantity('{MODEL_SIZE_MIN}')) >= 0 && "
-        f"quantity(self).compareTo(quantity('{MODEL_SIZE_MAX}')) <= 0)",
-        check=lambda size: (
-            not matches(MODEL_SIZE_PATTERN, size)
-            or quantity_value(MODEL_SIZE_MIN)
-            <= quantity_value(size)
-            <= quantity_value(MODEL_SIZE_MAX)
-        ),
-        message=f"must be from {MODEL_SIZE_MIN} to {MODEL_SIZE_MAX}",
-    ),
+    str, byte_size_format("12Gi"), byte_size_bounds(MODEL_SIZE_MIN, MODEL_SIZE_MAX)
 ]
 # A ConfigMap's key, as the API server checks one (IsConfigMapKey).
 ConfigMapKey = Annotated[
