@@ -1726,3 +1726,22 @@ PLACEMENT_OVERRIDES = _cases(
 CASES += PLACEMENT + SELECTORS + RUNTIME_AND_SCALING + DURATIONS + SCHEDULES + STORAGE + S3_STORE
 CASES += CROSS_FIELD + BACKENDS + POD_OVERRIDES + NULLS + ADMISSION
 CASES += MODEL_FILES + PLACEMENT_OVERRIDES
+
+GATEWAY_SIZES = _cases(
+    TP,
+    "critical",
+    *(
+        (
+            f"tp-max-request-body-{name}",
+            (("spec.gateway.maxRequestBody", size),),
+            ("spec.gateway.maxRequestBody", words),
+        )
+        for name, size, words in (
+            ("unit", "64MB", "must be a whole number of bytes with an optional suffix"),
+            ("fraction", "1.5Mi", "must be a whole number of bytes"),
+            ("too-small", "512", "must be from 1Ki to 2Gi"),
+            ("too-large", "3Gi", "must be from 1Ki to 2Gi"),
+        )
+    ),
+)
+CASES += GATEWAY_SIZES

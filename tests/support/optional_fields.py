@@ -617,6 +617,7 @@ CASES: tuple[FieldCase, ...] = (
     FieldCase(TP, "gateway.replicas", 3),
     FieldCase(TP, "gateway.cpu", "250m"),
     FieldCase(TP, "gateway.memory", "512Mi"),
+    FieldCase(TP, "gateway.maxRequestBody", "1Mi"),
     FieldCase(TP, "gateway.limits", {"requestsPerSecond": 100}),
     FieldCase(TP, "gateway.limits.requestsPerSecond", 50),
     FieldCase(TP, "gateway.limits.burst", 20),

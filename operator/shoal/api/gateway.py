@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from shoal.api.byte_size import byte_size_bounds, byte_size_format
 from shoal.api.common import (
     Check,
     DnsLabel,
@@ -25,6 +26,13 @@ from shoal.api.common import (
 )
 from shoal.api.windows import Window
 
+# A request body: 64Mi by default; at most 2Gi, the longest gRPC message.
+REQUEST_BODY_MIN, REQUEST_BODY_MAX, DEFAULT_REQUEST_BODY = "1Ki", "2Gi", "64Mi"
+RequestBodySize = Annotated[
+    str,
+    byte_size_format(DEFAULT_REQUEST_BODY),
+    byte_size_bounds(REQUEST_BODY_MIN, REQUEST_BODY_MAX),
+]
 # How long a request over its tenant's concurrency may wait for a slot.
 QueueTimeout = Annotated[str, DurationFormat("0s", "60s", example="1s")]
 MAX_RATE = 1_000_000
@@ -226,6 +234,16 @@ class Gateway(SpecModel):
     cpu: ResourceQuantity = Field(default="500m", description="CPU requested per replica.")
     memory: ResourceQuantity = Field(
         default="256Mi", description="Memory requested (and the limit) per replica."
+    )
+    max_request_body: RequestBodySize = Field(
+        default=DEFAULT_REQUEST_BODY,
+        description=f"The largest request body the gateway passes to a model, e.g. "
+        f"{DEFAULT_REQUEST_BODY}, from {REQUEST_BODY_MIN} to {REQUEST_BODY_MAX}. An HTTP "
+        "request that declares a longer body (Content-Length) gets 413 before its body "
+        "is read; an HTTP request with a body but no Content-Length (chunked) gets 411. "
+        "A gRPC message longer than this (its length prefix) gets 413, and so does a "
+        "compressed one, whose size once expanded cannot be known before the model "
+        "expands it. Of a gRPC stream, its first message is checked.",
     )
     limits: GatewayLimits = Field(
         default_factory=GatewayLimits, description="Every tenant's limits, unless its own say."

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shoal.api.byte_size import bytes_of
+from shoal.api.gateway import DEFAULT_REQUEST_BODY
 from shoal.render.gateway_files import RUNTIME_DIR
 
 # The gateway's ports, as Triton's: clients see the same API on the same ports.
 HTTP_PORT = 8000
+DEFAULT_MAX_REQUEST_BODY = bytes_of(DEFAULT_REQUEST_BODY)
 GRPC_PORT = 8001
 METRICS_PORT = 8405
 PEERS_PORT = 10000
@@ -126,6 +129,8 @@ class GatewayConfig:
     bind_address: str = ""
     # OIDC issuers whose tokens name a tenant too (spec.gateway.oidc).
     oidc: tuple[TrustedIssuer, ...] = ()
+    # The longest request body passed on, in bytes (spec.gateway.maxRequestBody).
+    max_request_body: int = DEFAULT_MAX_REQUEST_BODY
 
     @property
     def replicas(self) -> int:

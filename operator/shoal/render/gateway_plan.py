@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shoal.api.batchpolicy import BatchPolicySpec
+from shoal.api.byte_size import bytes_of
 from shoal.api.common import parse_duration
 from shoal.api.gateway import GatewayLimits, OidcIssuer, TenantLimits
 from shoal.api.inferencemodel import InferenceModel
@@ -154,4 +155,5 @@ def gateway_config(
         peers=peers,
         runtime_dir=RUNTIME_DIR,
         oidc=tuple(trusted_issuer(spec, keys) for spec, keys in oidc_keys),
+        max_request_body=bytes_of(pool.spec.gateway.max_request_body),
     )

@@ -489,9 +489,40 @@ def _edge(config: GatewayConfig) -> list[str]:
         "http-request return status 404 content-type application/json string "
         + quote('{"error":"not available through the gateway"}')
         + " unless { var(txn.kind) -m found }",
+        "",
+        *_body_size_lines(config),
+        "",
         f"use_backend {gate_backend('%[var(txn.tenant)]')}",
     ]
     return _section("frontend edge", lines)
+
+
+def _body_size_lines(config: GatewayConfig) -> list[str]:
+    """HTTP: the body a request declares (Content-Length), refused before it is read;
+    a body that declares no length (chunked) is refused, since nothing could stop it
+    at the limit. gRPC messages are sized at the gate (:func:`_grpc_size_lines`)."""
+    limit = config.max_request_body
+    return [
+        f"# Sizes: no request body over {limit} bytes reaches a model.",
+        _deny(413, f"the request body is over the gateway's limit of {limit} bytes")
+        + f" if {{ req.hdr_val(content-length) gt {limit} }}",
+        _deny(411, "a request body must declare its length (Content-Length)")
+        + " if !grpc !METH_GET !{ req.hdr_cnt(content-length) gt 0 }",
+    ]
+
+
+def _grpc_size_lines(config: GatewayConfig) -> list[str]:
+    """A gRPC message's length is its 5-byte prefix: a compressed flag, then the
+    length, big-endian. A compressed message is refused: its size once expanded is
+    known only to the model that expands it."""
+    limit = config.max_request_body
+    grpc = "{ var(txn.kind) -m str grpc }"
+    return [
+        _deny(413, "compressed gRPC messages are not accepted; send them uncompressed")
+        + f" if {grpc} {{ req.body,bytes(0,1),hex -m str 01 }}",
+        _deny(413, f"the gRPC message is over the gateway's limit of {limit} bytes")
+        + f" if {grpc} {{ req.body,bytes(1,4),be2dec(:,4) -m int gt {limit} }}",
+    ]
 
 
 def _sources(config: GatewayConfig) -> list[tuple[str, str, str, tuple[SigningKey, ...]]]:
@@ -659,6 +690,7 @@ def _gate(config: GatewayConfig, tenant: str, limits: Limits, routes: Sequence[R
             f"http-request wait-for-body time {_ms(GRPC_BODY_WAIT_MS)} at-least {5 + longest} "
             "if { var(txn.kind) -m str grpc }"
         )
+        lines += _grpc_size_lines(config)
     for route in routes:
         http = f"{{ var(txn.kind) -m str http }} {{ var(txn.model) {match_str(route.model)} }}"
         grpc = (
