@@ -728,13 +728,18 @@ class RouteHop(NamedTuple):
 
 def _logged(replica: Replica, frontend: str, tag: str) -> Iterator[tuple[str, list[str]]]:
     """(request id, fields) of each line ``frontend`` logged for a request whose id
-    starts with ``tag``- (any id when ``tag`` is empty); fields as in the log-format
-    the renderer sets: [4] the timers, [5] the status, [7] the termination state."""
-    marker = f" id={tag}-" if tag else " id="
+    starts with ``tag``- (any id when ``tag`` is empty). A request's id here is the
+    X-Request-ID its client sent (the log's client_id=), else the gateway's own (id=).
+    Fields as in the log-format the renderer sets: [4] the timers, [5] the status, [7]
+    the termination state."""
     for line in replica.log.read_text(errors="replace").splitlines():
         fields = line.split()
-        if marker in line and len(fields) >= 8 and fields[2] == frontend:
-            yield line.split(" id=", 1)[1].split()[0], fields
+        if len(fields) < 8 or fields[2] != frontend or " id=" not in line:
+            continue
+        client = line.split(" client_id=", 1)[1].split()[0] if " client_id=" in line else "-"
+        request_id = client if client != "-" else line.split(" id=", 1)[1].split()[0]
+        if request_id.startswith(f"{tag}-" if tag else ""):
+            yield request_id, fields
 
 
 def route_hops(replica: Replica, tag: str) -> dict[str, RouteHop]:

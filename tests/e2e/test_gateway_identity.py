@@ -130,22 +130,24 @@ def test_the_tenant_header_is_the_verified_one(setup: Setup) -> None:
     response = post(setup, "linear", {**bearer(token), TENANT_HEADER: "team-b"})
     assert response.status_code == 200
     rid = response.headers["X-Request-ID"]
-    lines = gw_log_lines(setup, rid, 2)
+    lines = gw_log_lines(setup, f"id={rid} ", 2)
     route = next(line for line in lines if line.split()[2] == "routes")
     assert "m_team-a_linear/" in route, route
     assert "tenant=team-a" in route, route
 
 
-def gw_log_lines(setup: Setup, request_id: str, count: int) -> list[str]:
-    """The gateway's log lines of one request (a hop logs when it ends)."""
+def gw_log_lines(setup: Setup, marker: str, count: int) -> list[str]:
+    """The gateway's log lines that carry ``marker`` (``id=<id> `` for one request,
+    ``client_id=<id>`` for the requests a client sent with that id), once there are
+    ``count`` of them (a hop logs when it ends)."""
     log = setup.gateway.replicas[0].log
     found: list[str] = []
 
     def logged() -> bool:
-        found[:] = [line for line in log.read_text().splitlines() if f"id={request_id} " in line]
+        found[:] = [line for line in log.read_text().splitlines() if f" {marker}" in line]
         return len(found) >= count
 
-    gw.wait_until(f"{count} log lines of {request_id}", logged, timeout=5)
+    gw.wait_until(f"{count} log lines with {marker}", logged, timeout=5)
     return found
 
 
@@ -181,20 +183,45 @@ def test_one_tenants_token_never_spends_anothers_limit(setup: Setup) -> None:
     assert over.headers["Retry-After"] == "1"
 
 
-def test_one_request_id_from_the_client_to_triton_and_back(setup: Setup) -> None:
+def test_two_request_ids_the_clients_and_the_gateways_own(setup: Setup) -> None:
+    """The client's X-Request-ID comes back to it and reaches both hops' logs as
+    client_id=, beside its tenant; the id the logs key on (id=) is always the gateway's
+    own, so one tenant sending another's id forges nothing."""
     token = setup.gateway.token("team-a")
     mine = f"req-{uuid.uuid4()}"
     response = post(setup, "linear", {**bearer(token), "X-Request-ID": mine})
     assert response.headers["X-Request-ID"] == mine
+    # Both hops log it: the edge and the route to Triton, under one id of the gateway's.
+    lines = gw_log_lines(setup, f"client_id={mine}", 2)
+    [own] = {line.split(" id=", 1)[1].split()[0] for line in lines}
+    assert uuid.UUID(own).version == 4
+    assert all("tenant=team-a" in line for line in lines), lines
+    # Another tenant sending the same id (served, or over its small rate limit): its
+    # lines say so, under an id of the gateway's that is not the first's.
+    other = setup.gateway.token("team-b")
+    post(setup, "linear", {**bearer(other), "X-Request-ID": mine})
+    lines = gw_log_lines(setup, f"client_id={mine}", 3)
+    by_id = {
+        line.split(" id=", 1)[1].split()[0]: line.split(" tenant=", 1)[1].split()[0]
+        for line in lines
+    }
+    assert len(by_id) == 2, lines
+    assert by_id[own] == "team-a"
+    assert sorted(by_id.values()) == ["team-a", "team-b"], lines
+    # A client that sends none gets the gateway's, which the logs key on.
     generated = post(setup, "linear", bearer(token)).headers["X-Request-ID"]
     assert uuid.UUID(generated).version == 4
-    # An id that is not a plain token is replaced, not logged as sent.
+    gw_log_lines(setup, f"id={generated} ", 2)
+    # An id that is not a plain token is not logged as sent: the client gets the
+    # gateway's.
     odd = post(setup, "linear", {**bearer(token), "X-Request-ID": "a b\tc"})
     assert uuid.UUID(odd.headers["X-Request-ID"])
-    # Rejections carry one too.
-    assert post(setup, "linear", {"X-Request-ID": mine}).headers["X-Request-ID"] == mine
-    # Both hops log it: the edge and the route to Triton (and the edge the 401).
-    gw_log_lines(setup, mine, 3)
+    # Rejections carry one too, and the edge logs the 401.
+    refused = post(setup, "linear", {"X-Request-ID": f"{mine}-x"})
+    assert refused.status_code == 401
+    assert refused.headers["X-Request-ID"] == f"{mine}-x"
+    [unauthorized] = gw_log_lines(setup, f"client_id={mine}-x", 1)
+    assert " 401 " in unauthorized, unauthorized
 
 
 def test_model_less_endpoints_are_the_gateways_own(setup: Setup) -> None:

@@ -111,6 +111,10 @@ GRPC_BODY_WAIT_MS = 1000
 
 INTERNAL_PREFIX = "X-Shoal-Internal-"
 ROUTE_HEADER = INTERNAL_PREFIX + "Route"
+# The gateway's own request id and the client's, from the edge to the second hop.
+GATEWAY_ID_HEADER = INTERNAL_PREFIX + "Request-ID"
+CLIENT_ID_HEADER = INTERNAL_PREFIX + "Client-Request-ID"
+_CLIENT_ID_SENT = "{ var(txn.client_id) -m found }"
 # Set on every response of the second hop: a 503 without it is the gate's own queue
 # timeout, which the gate turns into 429.
 ANSWERED_HEADER = INTERNAL_PREFIX + "Answered"
@@ -388,7 +392,8 @@ def _global(config: GatewayConfig) -> list[str]:
 def _defaults(config: GatewayConfig) -> list[str]:
     log_format = (
         "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%bc/%sc/%rc "
-        "%sq/%bq id=%ID tenant=%[var(txn.tenant)] priority=%[var(txn.priority)] %{+Q}r"
+        "%sq/%bq id=%ID client_id=%[var(txn.client_id)] tenant=%[var(txn.tenant)] "
+        "priority=%[var(txn.priority)] %{+Q}r"
     )
     return _section(
         "defaults",
@@ -453,20 +458,30 @@ def _edge(config: GatewayConfig) -> list[str]:
         f"bind {_bind(config, config.grpc_port)} proto h2",
         "acl grpc req.hdr(content-type) -m beg application/grpc",
         "",
-        "# One request id: the client's X-Request-ID if it sent one plain id, else a new",
-        "# UUID; passed to Triton, returned to the client, logged by both hops.",
+        "# Two ids, kept apart. The gateway's own, a new UUID for every request, is what",
+        "# both hops log as id=: no client chooses it, so no tenant can forge another's.",
+        "# The client's X-Request-ID, if it sent exactly one plain id, is logged as",
+        "# client_id= beside the tenant that sent it, passed to Triton and returned; a",
+        "# client that sent none gets the gateway's.",
         f"unique-id-format {quote('%[var(txn.request_id)]')}",
-        f"http-request set-var(txn.request_id) req.fhdr({REQUEST_ID_HEADER}) "
+        "http-request set-var(txn.request_id) uuid(4)",
+        f"http-request set-var(txn.client_id) req.fhdr({REQUEST_ID_HEADER}) "
         f"if {{ req.fhdr_cnt({REQUEST_ID_HEADER}) eq 1 }} "
         f"{{ req.fhdr({REQUEST_ID_HEADER}) -m reg ^[A-Za-z0-9._:-]{{1,128}}$ }}",
-        "http-request set-var(txn.request_id) uuid(4) unless { var(txn.request_id) -m found }",
-        f"http-request set-header {REQUEST_ID_HEADER} %[var(txn.request_id)]",
-        f"http-after-response set-header {REQUEST_ID_HEADER} %[var(txn.request_id)]",
+        f"http-request set-header {REQUEST_ID_HEADER} %[var(txn.client_id)] if {_CLIENT_ID_SENT}",
+        f"http-request set-header {REQUEST_ID_HEADER} %[var(txn.request_id)] "
+        f"unless {_CLIENT_ID_SENT}",
+        f"http-after-response set-header {REQUEST_ID_HEADER} %[var(txn.client_id)] "
+        f"if {_CLIENT_ID_SENT}",
+        f"http-after-response set-header {REQUEST_ID_HEADER} %[var(txn.request_id)] "
+        f"unless {_CLIENT_ID_SENT}",
         f"http-after-response del-header {INTERNAL_PREFIX} -m beg",
         "",
         "# Only the gateway sets these.",
         f"http-request del-header {TENANT_HEADER}",
         f"http-request del-header {INTERNAL_PREFIX} -m beg",
+        f"http-request set-header {GATEWAY_ID_HEADER} %[var(txn.request_id)]",
+        f"http-request set-header {CLIENT_ID_HEADER} %[var(txn.client_id)] if {_CLIENT_ID_SENT}",
         "",
         "# The model-less endpoints, answered here (no token needed: probes use them).",
         "http-request return status 200 if !grpc { path /v2/health/live /v2/health/ready }",
@@ -773,7 +788,8 @@ def _routes_frontend(config: GatewayConfig) -> list[str]:
         [
             f"bind unix@{paths.routes_socket} mode 600 proto h2",
             f"unique-id-format {quote('%[var(txn.request_id)]')}",
-            f"http-request set-var(txn.request_id) req.hdr({REQUEST_ID_HEADER})",
+            f"http-request set-var(txn.request_id) req.hdr({GATEWAY_ID_HEADER})",
+            f"http-request set-var(txn.client_id) req.hdr({CLIENT_ID_HEADER})",
             f"http-request set-var(txn.tenant) req.hdr({TENANT_HEADER})",
             f"http-request set-var(txn.priority) req.hdr({PRIORITY_HEADER})",
             f"http-after-response set-header {ANSWERED_HEADER} 1",
