@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from e2e.cluster import image_builds, netpol
@@ -21,12 +21,13 @@ from e2e.linear_model import BODY, linear_model
 from e2e.model_store import host_volume, write_repository
 from e2e.object_store import TOOL as STORE_TOOL
 from e2e.object_store import ObjectStore, object_store
+from e2e.operator import OperatorProcess
 from kubernetes import client
 from kubernetes.utils import create_from_dict
 
 from shoal.render.gateway import DEFAULT_GATEWAY_NAMESPACE, audience, gateway_name
 from tests.conftest import RealNode
-from tests.support.shoal_objects import Shoal
+from tests.support.shoal_objects import GROUP, VERSION, Shoal
 from tests.support.wait import wait_for
 
 CLIENT_TOKEN_DIR = "/var/run/secrets/shoal"
@@ -117,6 +118,26 @@ def _images_imported(real_node: RealNode, _builds: Builds) -> Iterator[Future[No
 @pytest.fixture(autouse=True)
 def _start_importing(_images_imported: Future[None]) -> None:
     """Every test of the tier starts the import (the first one really does)."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_pools_of_earlier_tiers(api: client.ApiClient, operator: OperatorProcess) -> None:
+    """The tier shares its cluster with the tiers before it, and the pools they leave
+    (the examples the cluster tier applies) would each get a gateway on real-0: this
+    tier's operators, the session's and the chart's, place every pool's gateway there,
+    and real-0's two cores cannot hold them beside the tier's own. They are deleted,
+    through the session's operator, before the tier's first test."""
+    shoal = Shoal(api)
+
+    def pools() -> list[str]:
+        listed = client.CustomObjectsApi(api).list_cluster_custom_object(
+            GROUP, VERSION, "tenantpools"
+        )
+        return [str(p["metadata"]["name"]) for p in cast("dict[str, Any]", listed)["items"]]
+
+    for name in pools():
+        shoal.delete("TenantPool", name)
+    wait_for("the earlier tiers' pools gone", pools, lambda left: not left, timeout=120)
 
 
 @pytest.fixture(autouse=True)
