@@ -125,16 +125,24 @@ def _no_pools_of_earlier_tiers(api: client.ApiClient, operator: OperatorProcess)
     """The tier shares its cluster with the tiers before it, and the pools they leave
     (the examples the cluster tier applies) would each get a gateway on real-0: this
     tier's operators, the session's and the chart's, place every pool's gateway there,
-    and real-0's two cores cannot hold them beside the tier's own. They are deleted,
-    through the session's operator, before the tier's first test."""
+    and real-0's two cores cannot hold them beside the tier's own. Their models are
+    deleted first (a pool's deletion waits for its models), then the pools, through the
+    session's operator, before the tier's first test."""
     shoal = Shoal(api)
+    custom = client.CustomObjectsApi(api)
+
+    def models() -> list[tuple[str, str]]:
+        listed = custom.list_cluster_custom_object(GROUP, VERSION, "inferencemodels")
+        items = cast("dict[str, Any]", listed)["items"]
+        return [(str(m["metadata"]["namespace"]), str(m["metadata"]["name"])) for m in items]
 
     def pools() -> list[str]:
-        listed = client.CustomObjectsApi(api).list_cluster_custom_object(
-            GROUP, VERSION, "tenantpools"
-        )
+        listed = custom.list_cluster_custom_object(GROUP, VERSION, "tenantpools")
         return [str(p["metadata"]["name"]) for p in cast("dict[str, Any]", listed)["items"]]
 
+    for namespace, name in models():
+        shoal.delete("InferenceModel", name, namespace)
+    wait_for("the earlier tiers' models gone", models, lambda left: not left, timeout=180)
     for name in pools():
         shoal.delete("TenantPool", name)
     wait_for("the earlier tiers' pools gone", pools, lambda left: not left, timeout=120)
