@@ -157,9 +157,9 @@ def run(
     """Watch ConfigMap ``namespace/name`` and apply each version (the agent's main)."""
     from kubernetes import client, watch
 
-    stop_on_sigterm()
-
     from shoal.kube.client import load_api_client
+
+    stop_on_sigterm()
 
     core = client.CoreV1Api(load_api_client())
     agent = Agent(directory, runtime, local_peer)

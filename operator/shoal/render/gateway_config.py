@@ -18,10 +18,11 @@ from shoal.render.gateway_files import RUNTIME_DIR
 
 # The gateway's ports, as Triton's: clients see the same API on the same ports.
 HTTP_PORT = 8000
-DEFAULT_MAX_REQUEST_BODY = bytes_of(DEFAULT_REQUEST_BODY)
 GRPC_PORT = 8001
 METRICS_PORT = 8405
 PEERS_PORT = 10000
+# spec.gateway.maxRequestBody's default, in bytes.
+DEFAULT_MAX_REQUEST_BODY = bytes_of(DEFAULT_REQUEST_BODY)
 # Requests carry their priority in this header (1 is the highest level); requests
 # without it get the model's default priority.
 PRIORITY_HEADER = "X-Shoal-Priority"

@@ -468,13 +468,10 @@ def _edge(config: GatewayConfig) -> list[str]:
         f"http-request set-var(txn.client_id) req.fhdr({REQUEST_ID_HEADER}) "
         f"if {{ req.fhdr_cnt({REQUEST_ID_HEADER}) eq 1 }} "
         f"{{ req.fhdr({REQUEST_ID_HEADER}) -m reg ^[A-Za-z0-9._:-]{{1,128}}$ }}",
-        f"http-request set-header {REQUEST_ID_HEADER} %[var(txn.client_id)] if {_CLIENT_ID_SENT}",
-        f"http-request set-header {REQUEST_ID_HEADER} %[var(txn.request_id)] "
-        f"unless {_CLIENT_ID_SENT}",
-        f"http-after-response set-header {REQUEST_ID_HEADER} %[var(txn.client_id)] "
-        f"if {_CLIENT_ID_SENT}",
-        f"http-after-response set-header {REQUEST_ID_HEADER} %[var(txn.request_id)] "
-        f"unless {_CLIENT_ID_SENT}",
+        "http-request set-var(txn.shown_id) var(txn.client_id) if " + _CLIENT_ID_SENT,
+        "http-request set-var(txn.shown_id) var(txn.request_id) unless " + _CLIENT_ID_SENT,
+        f"http-request set-header {REQUEST_ID_HEADER} %[var(txn.shown_id)]",
+        f"http-after-response set-header {REQUEST_ID_HEADER} %[var(txn.shown_id)]",
         f"http-after-response del-header {INTERNAL_PREFIX} -m beg",
         "",
         "# Only the gateway sets these.",
