@@ -800,7 +800,13 @@ def test_each_capacity_field_unset_leaves_the_queue_and_a_withdrawn_namespace_it
         assert set_queue["spec"]["cohortName"] == f"c-{name}"
         assert set_queue["spec"]["fairSharing"]["weight"] == "3"
         assert pool_capacity(shoal, name)["window"] == "always"
-        assert len(kueue_objects(api, "localqueues", second_namespace)) == 1
+        # The pass applies the ClusterQueue before the tenants' LocalQueues.
+        wait_for(
+            "the second namespace's LocalQueue",
+            lambda: kueue_objects(api, "localqueues", second_namespace),
+            lambda found: len(found) == 1,
+            timeout=30,
+        )
 
         def unset(field: str, holds: Callable[[dict[str, Any]], bool]) -> None:
             shoal.patch("TenantPool", name, {"spec": {"capacity": {field: None}}})
