@@ -14,9 +14,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,6 +34,7 @@ from kubernetes import client
 from shoal.api.constants import FIELD_MANAGER, MODEL_LABEL
 from shoal.kube.client import Kube
 from shoal.kube.drift import digest, last_applied
+from tests.conftest import fresh_namespace
 from tests.support.passes import operator_counters, wait_for_passes
 from tests.support.shoal_objects import GROUP, VERSION, Shoal, condition, inference_model
 from tests.support.wait import wait_for
@@ -159,8 +162,9 @@ def record(figures: dict[str, Any]) -> None:
     out = os.environ.get("SHOAL_RESULTS_DIR")
     if out:
         path = Path(out) / "elastic_capacity.json"
-        existing = json.loads(path.read_text()) if path.exists() else {}
-        path.write_text(json.dumps({**existing, **figures}, indent=2) + "\n")
+        with _RECORD_LOCK:  # the window scenarios run side by side
+            existing = json.loads(path.read_text()) if path.exists() else {}
+            path.write_text(json.dumps({**existing, **figures}, indent=2) + "\n")
 
 
 class Settled:
@@ -491,261 +495,6 @@ def own_gpu_quota(api: client.ApiClient, pool: str) -> str:
     return str(gpu["nominalQuota"])
 
 
-def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_above(
-    kueue: None,
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    operator: OperatorProcess,
-    namespace: str,
-    gpu_nodes: list[client.V1Node],
-) -> None:
-    """A pool of 4 GPUs (no cohort) with two models, ``steady`` (warm pool 1) and
-    ``nightly`` (warm pool 3), and a short window of 2 GPUs: at the window's start
-    the ClusterQueue's quota drops to 2 within a pass, each model's HPA stops at its
-    share (the window's GPUs less the other's warm pool: 1 each), and the HPA scales
-    ``nightly``'s 2 replicas above it down (graceful deletion by the ReplicaSet
-    controller), none preempted by Kueue, ``steady`` and one of ``nightly``'s untouched;
-    when the window closes, the 4 GPUs and replicas come back."""
-    shoal = Shoal(api)
-    autoscaling = client.AutoscalingV2Api(api)
-    name = f"window-{uuid.uuid4().hex[:6]}"
-    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4}))
-    try:
-        wait_mode(shoal, name, "Kueue")
-        serve(shoal, core, namespace, name, "steady", 1)
-        serve(shoal, core, namespace, name, "nightly", 3)
-        # Room for the quota, both HPAs and the drain (4.6 s measured) before it closes.
-        window_seconds = 1.5 * SHORT_WINDOW_SECONDS
-        opens = add_window(shoal, name, {"gpus": 4}, duration=f"{window_seconds:g}s")
-        assert own_gpu_quota(api, f"shoal-{name}") == "4"
-        hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler("nightly", namespace)
-        # The pool's 4 GPUs less steady's warm pool of 1.
-        assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (3, 3)
-        before = {p.metadata.uid for p in running(core, namespace, "nightly")}
-        steady = {p.metadata.uid for p in running(core, namespace, "steady")}
-
-        time.sleep(max(0.0, -seconds_since(opens)))
-        wait_for(
-            "the ClusterQueue's quota to drop to the window's 2 GPUs",
-            lambda: own_gpu_quota(api, f"shoal-{name}"),
-            lambda quota: quota == "2",
-            timeout=30,
-        )
-        quota_s = seconds_since(opens)
-        status = wait_for(
-            "the pool's status to name the window",
-            lambda: pool_capacity(shoal, name),
-            lambda c: c.get("nominalGpus") == 2 and c.get("window") == "night",
-            timeout=30,
-        )
-        for each in ("nightly", "steady"):
-
-            def read(each: str = each) -> client.V2HorizontalPodAutoscaler:
-                return autoscaling.read_namespaced_horizontal_pod_autoscaler(each, namespace)
-
-            wait_for(
-                f"{each}'s HPA to stop at its share of the window, 1 replica",
-                read,
-                lambda h: (h.spec.min_replicas, h.spec.max_replicas) == (1, 1),
-                timeout=30,
-            )
-        kept = wait_for(
-            "the replicas above the quota to be scaled down",
-            lambda: {p.metadata.uid for p in pods(core, namespace, "nightly")},
-            lambda uids: len(uids) == 1,
-            timeout=90,
-        )
-        drained_s = seconds_since(opens)
-        in_window = {p.metadata.uid for p in pods(core, namespace, "steady")}
-        reasons = [
-            (e.reason or "", e.message or "")
-            for e in core.list_namespaced_event(namespace).items
-            if e.last_timestamp is None or e.last_timestamp >= opens
-        ]
-        preempted = [r for r in reasons if "Preempt" in r[0] or "Evict" in r[0]]
-        rescaled = [
-            m for r, m in reasons if r == "SuccessfulRescale" and "above Spec.MaxReplicas" in m
-        ]
-        closed = opens + dt.timedelta(seconds=window_seconds)
-        time.sleep(max(0.0, -seconds_since(closed)))
-        wait_for(
-            "the pool's 4 GPUs back when the window closes",
-            lambda: (own_gpu_quota(api, f"shoal-{name}"), pool_capacity(shoal, name)),
-            lambda q: q[0] == "4" and q[1].get("nominalGpus") == 4 and "window" not in q[1],
-            timeout=30,
-        )
-        restored_quota_s = seconds_since(closed)
-        wait_running(core, namespace, "nightly", 3, "running again")
-        restored_s = seconds_since(closed)
-        record(
-            {
-                "window": {
-                    "nominal_gpus": [4, 2],
-                    "models": 2,
-                    "seconds_from_start_to_quota": round(quota_s, 1),
-                    "seconds_from_start_to_drained": round(drained_s, 1),
-                    "replicas_scaled_down": len(before - kept),
-                    "replicas_kept_untouched": len(before & kept) + len(steady & in_window),
-                    "replicas_preempted_or_evicted": len(preempted),
-                    "seconds_from_close_to_quota": round(restored_quota_s, 1),
-                    "seconds_from_close_to_replicas_back": round(restored_s, 1),
-                }
-            }
-        )
-        assert status["inUseGpus"] >= 2
-        assert kept <= before, "a replica that fit the new quota was replaced"
-        assert in_window == steady, "the steady model's replica was touched"
-        assert not preempted, f"replicas were preempted or evicted, not drained: {preempted}"
-        assert rescaled, f"no HPA scale-down above maxReplicas among {reasons}"
-        assert quota_s <= WINDOW_PASS_SECONDS, f"the quota changed {quota_s:.1f} s after the start"
-    finally:
-        shoal.delete("InferenceModel", "nightly", namespace)
-        shoal.delete("InferenceModel", "steady", namespace)
-        shoal.delete("TenantPool", name)
-
-
-def test_models_grown_above_their_warm_pools_come_down_to_a_lowered_window_together(
-    kueue: None,
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    operator: OperatorProcess,
-    namespace: str,
-    gpu_nodes: list[client.V1Node],
-) -> None:
-    """Two models of a 4-GPU pool (no cohort), each with a warm pool of 1 raised to 2 by
-    an open schedule, hold all 4 GPUs. A window of 3: each one's share (3 less the
-    other's warm pool of 1) is 2 and would keep all 4 above the quota; together they
-    give back the one GPU over it, the first by name on a tie, so 3 keep running and
-    none is preempted or evicted."""
-    shoal = Shoal(api)
-    name = f"grown-{uuid.uuid4().hex[:6]}"
-    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4}))
-    always = {"name": "always", "start": "0 0 * * *", "duration": "24h", "minReplicas": 2}
-    try:
-        wait_mode(shoal, name, "Kueue")
-        for each in ("alpha", "beta"):
-            body = model(each, name, 1)
-            body["spec"]["scaling"]["schedules"] = [always]
-            shoal.create(body, namespace)
-            wait_running(core, namespace, each, 2, "admitted and running")
-        before = {
-            p.metadata.uid for each in ("alpha", "beta") for p in running(core, namespace, each)
-        }
-        opens = add_window(shoal, name, {"gpus": 4}, duration="1m", gpus=3)
-        time.sleep(max(0.0, -seconds_since(opens)))
-        kept = wait_for(
-            "the models to come down to the window's 3 GPUs together",
-            lambda: {
-                each: {p.metadata.uid for p in pods(core, namespace, each)}
-                for each in ("alpha", "beta")
-            },
-            lambda seen: [len(seen["alpha"]), len(seen["beta"])] == [1, 2],
-            timeout=60,
-        )
-        reasons = [
-            e.reason or ""
-            for e in core.list_namespaced_event(namespace).items
-            if e.last_timestamp is None or e.last_timestamp >= opens
-        ]
-        preempted = [r for r in reasons if "Preempt" in r or "Evict" in r]
-        assert not preempted, preempted
-        assert kept["alpha"] | kept["beta"] <= before, "a replica that fit was replaced"
-    finally:
-        for each in ("alpha", "beta"):
-            shoal.delete("InferenceModel", each, namespace)
-        shoal.delete("TenantPool", name)
-
-
-def test_a_window_of_no_gpus_parks_the_models_and_its_end_brings_them_back(
-    kueue: None,
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    operator: OperatorProcess,
-    namespace: str,
-    gpu_nodes: list[client.V1Node],
-) -> None:
-    """A pool of 2 GPUs (no cohort) whose short window gives it none: at the
-    window's start the model's Deployment goes to 0 replicas (a graceful scale-down by
-    the ReplicaSet controller, no preemption) and the model says why, in a Normal
-    Event; when the window closes the replicas field is given back to the HPA, which
-    brings the warm pool of 2 back."""
-    shoal = Shoal(api)
-    apps = client.AppsV1Api(api)
-    name = f"park-{uuid.uuid4().hex[:6]}"
-    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 2}))
-    try:
-        wait_mode(shoal, name, "Kueue")
-        serve(shoal, core, namespace, name, "nightly", 2)
-        opens = add_window(shoal, name, {"gpus": 2}, duration=f"{SHORT_WINDOW_SECONDS}s", gpus=0)
-        time.sleep(max(0.0, -seconds_since(opens)))
-        wait_for(
-            "the model's Deployment at 0 replicas and its pods gone",
-            lambda: (
-                apps.read_namespaced_deployment("nightly", namespace).spec.replicas,
-                len(pods(core, namespace, "nightly")),
-            ),
-            lambda seen: seen == (0, 0),
-            timeout=60,
-        )
-        parked_s = seconds_since(opens)
-        ready = wait_for(
-            "the model to say the window parked it",
-            lambda: condition(shoal.get("InferenceModel", "nightly", namespace), "Ready"),
-            lambda c: c.get("reason") == "ScaledToZero",
-            timeout=30,
-        )
-        assert ready["status"] == "False"
-        assert "capacity window night gives it 0 GPUs" in ready["message"], ready
-        # Where the spec says it should be: GitOps health does not wait on it.
-        parked_model = shoal.get("InferenceModel", "nightly", namespace)
-        assert condition(parked_model, "Reconciling").get("status") == "False", parked_model
-        events = [
-            (e.type, e.reason)
-            for e in core.list_namespaced_event(namespace).items
-            if e.involved_object.name == "nightly"
-        ]
-        assert ("Normal", "ScaledToZero") in events, events
-        evicted = [r for _, r in events if "Preempt" in (r or "") or "Evict" in (r or "")]
-
-        closed = opens + dt.timedelta(seconds=SHORT_WINDOW_SECONDS)
-        time.sleep(max(0.0, -seconds_since(closed)))
-        wait_running(core, namespace, "nightly", 2, "running again")
-        back_s = seconds_since(closed)
-        wait_for(
-            "the model Ready again",
-            lambda: condition(shoal.get("InferenceModel", "nightly", namespace), "Ready"),
-            lambda c: c.get("status") == "True",
-            timeout=60,
-        )
-        deployment = apps.read_namespaced_deployment("nightly", namespace)
-        owners = {
-            f.manager
-            for f in deployment.metadata.managed_fields or []
-            if "f:replicas" in json.dumps(f.fields_v1 or {})
-        }
-        warnings = [
-            (e.reason, e.message)
-            for e in core.list_namespaced_event(namespace).items
-            if e.type == "Warning" and e.reason in ("ScaledToZero", "ScalingDisabled")
-        ]
-        record(
-            {
-                "window_of_no_gpus": {
-                    "seconds_from_start_to_no_replicas": round(parked_s, 1),
-                    "seconds_from_close_to_replicas_back": round(back_s, 1),
-                    "replicas_preempted_or_evicted": len(evicted),
-                }
-            }
-        )
-        assert not evicted, f"replicas were preempted or evicted, not drained: {evicted}"
-        assert not warnings, warnings
-        # The operator no longer holds the replicas: the HPA does.
-        assert FIELD_MANAGER not in owners, owners
-    finally:
-        shoal.delete("InferenceModel", "nightly", namespace)
-        shoal.delete("TenantPool", name)
-
-
 def own_queue(api: client.ApiClient, pool: str) -> dict[str, Any]:
     found = [q for q in kueue_objects(api, "clusterqueues") if q["metadata"]["name"] == pool]
     return found[0] if found else {}
@@ -854,92 +603,6 @@ def test_each_capacity_field_unset_leaves_the_queue_and_a_withdrawn_namespace_it
         shoal.delete("TenantPool", name)
 
 
-def test_in_a_cohort_a_lowered_window_drains_by_eviction_onto_a_lenders_gpus(
-    kueue: None,
-    api: client.ApiClient,
-    core: client.CoreV1Api,
-    operator: OperatorProcess,
-    namespace: str,
-    second_namespace: str,
-    gpu_nodes: list[client.V1Node],
-) -> None:
-    """A 4-GPU pool in a cohort runs 4 replicas; a window gives it 2. Kueue
-    leaves the 4 admitted, so Shoal evicts the 2 above the quota, one at a time as the
-    model's PodDisruptionBudget allows: their replacements are admitted on the idle
-    lender's GPUs. Nothing is preempted, and the model never has fewer than 3 ready."""
-    shoal = Shoal(api)
-    cohort = f"d-{uuid.uuid4().hex[:6]}"
-    lender, name = f"idle-{cohort}", f"night-{cohort}"
-    shoal.create(
-        elastic_pool(
-            lender, second_namespace, DEDICATED, {"gpus": 4, "cohort": cohort}, "Dedicated"
-        )
-    )
-    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4, "cohort": cohort}))
-    try:
-        wait_mode(shoal, lender, "Kueue")
-        wait_mode(shoal, name, "Kueue")
-        shoal.create(model("nightly", name, 4), namespace)
-        wait_for(
-            "the model's 4 replicas running on its own GPUs",
-            lambda: sorted(node_group(core, p) for p in running(core, namespace, "nightly")),
-            lambda groups: groups == ["shared-gpu"] * 4,
-            timeout=120,
-        )
-        # Open long enough for the drain; nothing here needs it to close.
-        opens = add_window(shoal, name, {"gpus": 4, "cohort": cohort}, duration="10m")
-        time.sleep(max(0.0, -seconds_since(opens)))
-        fewest_ready = 4
-        apps = client.AppsV1Api(api)
-
-        def placed() -> list[str]:
-            nonlocal fewest_ready
-            ready = apps.read_namespaced_deployment("nightly", namespace).status.ready_replicas
-            fewest_ready = min(fewest_ready, ready or 0)
-            return sorted(node_group(core, p) for p in running(core, namespace, "nightly"))
-
-        wait_for(
-            "2 replicas moved onto the lender's GPUs",
-            placed,
-            lambda groups: groups == ["dedicated-gpu"] * 2 + ["shared-gpu"] * 2,
-            timeout=120,
-        )
-        moved_s = seconds_since(opens)
-        figures = wait_for(
-            "the pool's status to show the drain done and the loan",
-            lambda: pool_capacity(shoal, name),
-            lambda c: c.get("drainingGpus") == 0 and c.get("borrowedGpus") == 2,
-            timeout=60,
-        )
-        reasons = [e.reason or "" for e in core.list_namespaced_event(namespace).items]
-        preempted = [r for r in reasons if "Preempt" in r]
-        pool_events = core.list_namespaced_event(
-            "default", field_selector=f"involvedObject.name={name}"
-        ).items
-        record(
-            {
-                "window_in_cohort": {
-                    "seconds_from_start_to_drained_onto_lender": round(moved_s, 1),
-                    "replicas_moved": 2,
-                    "fewest_ready_replicas": fewest_ready,
-                    "replicas_preempted": len(preempted),
-                }
-            }
-        )
-        assert figures["nominalGpus"] == 2
-        assert not preempted, preempted
-        assert fewest_ready >= 3, f"{fewest_ready} ready at worst: the budget was not honoured"
-        assert any(e.reason == "DrainingAboveQuota" for e in pool_events), pool_events
-        hpa = client.AutoscalingV2Api(api).read_namespaced_horizontal_pod_autoscaler(
-            "nightly", namespace
-        )
-        assert hpa.spec.max_replicas == 16  # a pool that may borrow is not capped
-    finally:
-        shoal.delete("InferenceModel", "nightly", namespace)
-        shoal.delete("TenantPool", name)
-        shoal.delete("TenantPool", lender)
-
-
 # ------------------------------------------------- shoal render is what the operator writes
 # ``shoal render`` previews exactly what the operator writes, for a model whose plan
 # depends on what only the cluster knows: a scheduled window open now (its floor), an
@@ -1032,3 +695,378 @@ def test_the_preview_is_what_the_operator_writes(
     finally:
         shoal.delete("InferenceModel", "planned", namespace)
         shoal.delete("TenantPool", pool)
+
+
+# ------------------------------------------------------------------- capacity windows
+# A window's start is a cron minute, so each window test waits up to a minute for its
+# boundary, and most of the rest for Kueue and the HPA: the four scenarios run side by
+# side (each in namespaces and pools of its own, on the session's operator) and each
+# test reports its own. They come last in the module: the tests above count the
+# operator's writes while nothing changes, which the scenarios would disturb.
+_RECORD_LOCK = threading.Lock()
+
+
+def _scenario(run: Callable[..., None], api: client.ApiClient, core: client.CoreV1Api) -> None:
+    first, second = (fresh_namespace(core, f"{run.__name__}-{n}") for n in ("a", "b"))
+    try:
+        run(api, core, first, second)
+    finally:
+        for name in (first, second):
+            core.delete_namespace(name, propagation_policy="Background")
+
+
+@pytest.fixture(scope="module")
+def windows(
+    kueue: None, api: client.ApiClient, core: client.CoreV1Api, operator: OperatorProcess
+) -> Iterator[dict[str, Future[None]]]:
+    scenarios = (_lowers, _grown, _no_gpus, _cohort)
+    with ThreadPoolExecutor(len(scenarios)) as runner:
+        yield {s.__name__: runner.submit(_scenario, s, api, core) for s in scenarios}
+
+
+def _lowers(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, second_namespace: str
+) -> None:
+    """A pool of 4 GPUs (no cohort) with two models, ``steady`` (warm pool 1) and
+    ``nightly`` (warm pool 3), and a short window of 2 GPUs: at the window's start
+    the ClusterQueue's quota drops to 2 within a pass, each model's HPA stops at its
+    share (the window's GPUs less the other's warm pool: 1 each), and the HPA scales
+    ``nightly``'s 2 replicas above it down (graceful deletion by the ReplicaSet
+    controller), none preempted by Kueue, ``steady`` and one of ``nightly``'s untouched;
+    when the window closes, the 4 GPUs and replicas come back."""
+    shoal = Shoal(api)
+    autoscaling = client.AutoscalingV2Api(api)
+    name = f"window-{uuid.uuid4().hex[:6]}"
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4}))
+    try:
+        wait_mode(shoal, name, "Kueue")
+        serve(shoal, core, namespace, name, "steady", 1)
+        serve(shoal, core, namespace, name, "nightly", 3)
+        # Room for the quota, both HPAs and the drain (4.6 s measured) before it closes.
+        window_seconds = 1.5 * SHORT_WINDOW_SECONDS
+        opens = add_window(shoal, name, {"gpus": 4}, duration=f"{window_seconds:g}s")
+        assert own_gpu_quota(api, f"shoal-{name}") == "4"
+        hpa = autoscaling.read_namespaced_horizontal_pod_autoscaler("nightly", namespace)
+        # The pool's 4 GPUs less steady's warm pool of 1.
+        assert (hpa.spec.min_replicas, hpa.spec.max_replicas) == (3, 3)
+        before = {p.metadata.uid for p in running(core, namespace, "nightly")}
+        steady = {p.metadata.uid for p in running(core, namespace, "steady")}
+
+        time.sleep(max(0.0, -seconds_since(opens)))
+        wait_for(
+            "the ClusterQueue's quota to drop to the window's 2 GPUs",
+            lambda: own_gpu_quota(api, f"shoal-{name}"),
+            lambda quota: quota == "2",
+            timeout=30,
+        )
+        quota_s = seconds_since(opens)
+        status = wait_for(
+            "the pool's status to name the window",
+            lambda: pool_capacity(shoal, name),
+            lambda c: c.get("nominalGpus") == 2 and c.get("window") == "night",
+            timeout=30,
+        )
+        for each in ("nightly", "steady"):
+
+            def read(each: str = each) -> client.V2HorizontalPodAutoscaler:
+                return autoscaling.read_namespaced_horizontal_pod_autoscaler(each, namespace)
+
+            wait_for(
+                f"{each}'s HPA to stop at its share of the window, 1 replica",
+                read,
+                lambda h: (h.spec.min_replicas, h.spec.max_replicas) == (1, 1),
+                timeout=30,
+            )
+        kept = wait_for(
+            "the replicas above the quota to be scaled down",
+            lambda: {p.metadata.uid for p in pods(core, namespace, "nightly")},
+            lambda uids: len(uids) == 1,
+            timeout=90,
+        )
+        drained_s = seconds_since(opens)
+        in_window = {p.metadata.uid for p in pods(core, namespace, "steady")}
+        reasons = [
+            (e.reason or "", e.message or "")
+            for e in core.list_namespaced_event(namespace).items
+            if e.last_timestamp is None or e.last_timestamp >= opens
+        ]
+        preempted = [r for r in reasons if "Preempt" in r[0] or "Evict" in r[0]]
+        rescaled = [
+            m for r, m in reasons if r == "SuccessfulRescale" and "above Spec.MaxReplicas" in m
+        ]
+        closed = opens + dt.timedelta(seconds=window_seconds)
+        time.sleep(max(0.0, -seconds_since(closed)))
+        wait_for(
+            "the pool's 4 GPUs back when the window closes",
+            lambda: (own_gpu_quota(api, f"shoal-{name}"), pool_capacity(shoal, name)),
+            lambda q: q[0] == "4" and q[1].get("nominalGpus") == 4 and "window" not in q[1],
+            timeout=30,
+        )
+        restored_quota_s = seconds_since(closed)
+        wait_running(core, namespace, "nightly", 3, "running again")
+        restored_s = seconds_since(closed)
+        record(
+            {
+                "window": {
+                    "nominal_gpus": [4, 2],
+                    "models": 2,
+                    "seconds_from_start_to_quota": round(quota_s, 1),
+                    "seconds_from_start_to_drained": round(drained_s, 1),
+                    "replicas_scaled_down": len(before - kept),
+                    "replicas_kept_untouched": len(before & kept) + len(steady & in_window),
+                    "replicas_preempted_or_evicted": len(preempted),
+                    "seconds_from_close_to_quota": round(restored_quota_s, 1),
+                    "seconds_from_close_to_replicas_back": round(restored_s, 1),
+                }
+            }
+        )
+        assert status["inUseGpus"] >= 2
+        assert kept <= before, "a replica that fit the new quota was replaced"
+        assert in_window == steady, "the steady model's replica was touched"
+        assert not preempted, f"replicas were preempted or evicted, not drained: {preempted}"
+        assert rescaled, f"no HPA scale-down above maxReplicas among {reasons}"
+        assert quota_s <= WINDOW_PASS_SECONDS, f"the quota changed {quota_s:.1f} s after the start"
+    finally:
+        shoal.delete("InferenceModel", "nightly", namespace)
+        shoal.delete("InferenceModel", "steady", namespace)
+        shoal.delete("TenantPool", name)
+
+
+def _grown(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, second_namespace: str
+) -> None:
+    """Two models of a 4-GPU pool (no cohort), each with a warm pool of 1 raised to 2 by
+    an open schedule, hold all 4 GPUs. A window of 3: each one's share (3 less the
+    other's warm pool of 1) is 2 and would keep all 4 above the quota; together they
+    give back the one GPU over it, the first by name on a tie, so 3 keep running and
+    none is preempted or evicted."""
+    shoal = Shoal(api)
+    name = f"grown-{uuid.uuid4().hex[:6]}"
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4}))
+    always = {"name": "always", "start": "0 0 * * *", "duration": "24h", "minReplicas": 2}
+    try:
+        wait_mode(shoal, name, "Kueue")
+        for each in ("alpha", "beta"):
+            body = model(each, name, 1)
+            body["spec"]["scaling"]["schedules"] = [always]
+            shoal.create(body, namespace)
+            wait_running(core, namespace, each, 2, "admitted and running")
+        before = {
+            p.metadata.uid for each in ("alpha", "beta") for p in running(core, namespace, each)
+        }
+        opens = add_window(shoal, name, {"gpus": 4}, duration="1m", gpus=3)
+        time.sleep(max(0.0, -seconds_since(opens)))
+        kept = wait_for(
+            "the models to come down to the window's 3 GPUs together",
+            lambda: {
+                each: {p.metadata.uid for p in pods(core, namespace, each)}
+                for each in ("alpha", "beta")
+            },
+            lambda seen: [len(seen["alpha"]), len(seen["beta"])] == [1, 2],
+            timeout=60,
+        )
+        reasons = [
+            e.reason or ""
+            for e in core.list_namespaced_event(namespace).items
+            if e.last_timestamp is None or e.last_timestamp >= opens
+        ]
+        preempted = [r for r in reasons if "Preempt" in r or "Evict" in r]
+        assert not preempted, preempted
+        assert kept["alpha"] | kept["beta"] <= before, "a replica that fit was replaced"
+    finally:
+        for each in ("alpha", "beta"):
+            shoal.delete("InferenceModel", each, namespace)
+        shoal.delete("TenantPool", name)
+
+
+def _no_gpus(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, second_namespace: str
+) -> None:
+    """A pool of 2 GPUs (no cohort) whose short window gives it none: at the
+    window's start the model's Deployment goes to 0 replicas (a graceful scale-down by
+    the ReplicaSet controller, no preemption) and the model says why, in a Normal
+    Event; when the window closes the replicas field is given back to the HPA, which
+    brings the warm pool of 2 back."""
+    shoal = Shoal(api)
+    apps = client.AppsV1Api(api)
+    name = f"park-{uuid.uuid4().hex[:6]}"
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 2}))
+    try:
+        wait_mode(shoal, name, "Kueue")
+        serve(shoal, core, namespace, name, "nightly", 2)
+        opens = add_window(shoal, name, {"gpus": 2}, duration=f"{SHORT_WINDOW_SECONDS}s", gpus=0)
+        time.sleep(max(0.0, -seconds_since(opens)))
+        wait_for(
+            "the model's Deployment at 0 replicas and its pods gone",
+            lambda: (
+                apps.read_namespaced_deployment("nightly", namespace).spec.replicas,
+                len(pods(core, namespace, "nightly")),
+            ),
+            lambda seen: seen == (0, 0),
+            timeout=60,
+        )
+        parked_s = seconds_since(opens)
+        ready = wait_for(
+            "the model to say the window parked it",
+            lambda: condition(shoal.get("InferenceModel", "nightly", namespace), "Ready"),
+            lambda c: c.get("reason") == "ScaledToZero",
+            timeout=30,
+        )
+        assert ready["status"] == "False"
+        assert "capacity window night gives it 0 GPUs" in ready["message"], ready
+        # Where the spec says it should be: GitOps health does not wait on it.
+        parked_model = shoal.get("InferenceModel", "nightly", namespace)
+        assert condition(parked_model, "Reconciling").get("status") == "False", parked_model
+        events = [
+            (e.type, e.reason)
+            for e in core.list_namespaced_event(namespace).items
+            if e.involved_object.name == "nightly"
+        ]
+        assert ("Normal", "ScaledToZero") in events, events
+        evicted = [r for _, r in events if "Preempt" in (r or "") or "Evict" in (r or "")]
+
+        closed = opens + dt.timedelta(seconds=SHORT_WINDOW_SECONDS)
+        time.sleep(max(0.0, -seconds_since(closed)))
+        wait_running(core, namespace, "nightly", 2, "running again")
+        back_s = seconds_since(closed)
+        wait_for(
+            "the model Ready again",
+            lambda: condition(shoal.get("InferenceModel", "nightly", namespace), "Ready"),
+            lambda c: c.get("status") == "True",
+            timeout=60,
+        )
+        deployment = apps.read_namespaced_deployment("nightly", namespace)
+        owners = {
+            f.manager
+            for f in deployment.metadata.managed_fields or []
+            if "f:replicas" in json.dumps(f.fields_v1 or {})
+        }
+        warnings = [
+            (e.reason, e.message)
+            for e in core.list_namespaced_event(namespace).items
+            if e.type == "Warning" and e.reason in ("ScaledToZero", "ScalingDisabled")
+        ]
+        record(
+            {
+                "window_of_no_gpus": {
+                    "seconds_from_start_to_no_replicas": round(parked_s, 1),
+                    "seconds_from_close_to_replicas_back": round(back_s, 1),
+                    "replicas_preempted_or_evicted": len(evicted),
+                }
+            }
+        )
+        assert not evicted, f"replicas were preempted or evicted, not drained: {evicted}"
+        assert not warnings, warnings
+        # The operator no longer holds the replicas: the HPA does.
+        assert FIELD_MANAGER not in owners, owners
+    finally:
+        shoal.delete("InferenceModel", "nightly", namespace)
+        shoal.delete("TenantPool", name)
+
+
+def _cohort(
+    api: client.ApiClient, core: client.CoreV1Api, namespace: str, second_namespace: str
+) -> None:
+    """A 4-GPU pool in a cohort runs 4 replicas; a window gives it 2. Kueue
+    leaves the 4 admitted, so Shoal evicts the 2 above the quota, one at a time as the
+    model's PodDisruptionBudget allows: their replacements are admitted on the idle
+    lender's GPUs. Nothing is preempted, and the model never has fewer than 3 ready."""
+    shoal = Shoal(api)
+    cohort = f"d-{uuid.uuid4().hex[:6]}"
+    lender, name = f"idle-{cohort}", f"night-{cohort}"
+    shoal.create(
+        elastic_pool(
+            lender, second_namespace, DEDICATED, {"gpus": 4, "cohort": cohort}, "Dedicated"
+        )
+    )
+    shoal.create(elastic_pool(name, namespace, SHARED, {"gpus": 4, "cohort": cohort}))
+    try:
+        wait_mode(shoal, lender, "Kueue")
+        wait_mode(shoal, name, "Kueue")
+        shoal.create(model("nightly", name, 4), namespace)
+        wait_for(
+            "the model's 4 replicas running on its own GPUs",
+            lambda: sorted(node_group(core, p) for p in running(core, namespace, "nightly")),
+            lambda groups: groups == ["shared-gpu"] * 4,
+            timeout=120,
+        )
+        # Open long enough for the drain; nothing here needs it to close.
+        opens = add_window(shoal, name, {"gpus": 4, "cohort": cohort}, duration="10m")
+        time.sleep(max(0.0, -seconds_since(opens)))
+        fewest_ready = 4
+        apps = client.AppsV1Api(api)
+
+        def placed() -> list[str]:
+            nonlocal fewest_ready
+            ready = apps.read_namespaced_deployment("nightly", namespace).status.ready_replicas
+            fewest_ready = min(fewest_ready, ready or 0)
+            return sorted(node_group(core, p) for p in running(core, namespace, "nightly"))
+
+        wait_for(
+            "2 replicas moved onto the lender's GPUs",
+            placed,
+            lambda groups: groups == ["dedicated-gpu"] * 2 + ["shared-gpu"] * 2,
+            timeout=120,
+        )
+        moved_s = seconds_since(opens)
+        figures = wait_for(
+            "the pool's status to show the drain done and the loan",
+            lambda: pool_capacity(shoal, name),
+            lambda c: c.get("drainingGpus") == 0 and c.get("borrowedGpus") == 2,
+            timeout=60,
+        )
+        reasons = [e.reason or "" for e in core.list_namespaced_event(namespace).items]
+        preempted = [r for r in reasons if "Preempt" in r]
+        pool_events = core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.name={name}"
+        ).items
+        record(
+            {
+                "window_in_cohort": {
+                    "seconds_from_start_to_drained_onto_lender": round(moved_s, 1),
+                    "replicas_moved": 2,
+                    "fewest_ready_replicas": fewest_ready,
+                    "replicas_preempted": len(preempted),
+                }
+            }
+        )
+        assert figures["nominalGpus"] == 2
+        assert not preempted, preempted
+        assert fewest_ready >= 3, f"{fewest_ready} ready at worst: the budget was not honoured"
+        assert any(e.reason == "DrainingAboveQuota" for e in pool_events), pool_events
+        hpa = client.AutoscalingV2Api(api).read_namespaced_horizontal_pod_autoscaler(
+            "nightly", namespace
+        )
+        assert hpa.spec.max_replicas == 16  # a pool that may borrow is not capped
+    finally:
+        shoal.delete("InferenceModel", "nightly", namespace)
+        shoal.delete("TenantPool", name)
+        shoal.delete("TenantPool", lender)
+
+
+def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_above(
+    gpu_nodes: list[client.V1Node], windows: dict[str, Future[None]]
+) -> None:
+    """See ``_lowers``."""
+    windows["_lowers"].result()
+
+
+def test_models_grown_above_their_warm_pools_come_down_to_a_lowered_window_together(
+    gpu_nodes: list[client.V1Node], windows: dict[str, Future[None]]
+) -> None:
+    """See ``_grown``."""
+    windows["_grown"].result()
+
+
+def test_a_window_of_no_gpus_parks_the_models_and_its_end_brings_them_back(
+    gpu_nodes: list[client.V1Node], windows: dict[str, Future[None]]
+) -> None:
+    """See ``_no_gpus``."""
+    windows["_no_gpus"].result()
+
+
+def test_in_a_cohort_a_lowered_window_drains_by_eviction_onto_a_lenders_gpus(
+    gpu_nodes: list[client.V1Node], windows: dict[str, Future[None]]
+) -> None:
+    """See ``_cohort``."""
+    windows["_cohort"].result()
