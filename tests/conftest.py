@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, settings
 from kubernetes import client
 
 from tests.support.wait import wait_for
+from tests.tiers import ON_CLUSTER_MARK
 
 TIERS = ("unit", "cluster", "e2e", "realnode", "chaos")
 
@@ -42,6 +43,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if tier not in TIERS:
             raise pytest.UsageError(f"{item.nodeid}: tests live in tests/<tier>/, tiers {TIERS}")
         item.add_marker(getattr(pytest.mark, tier))
+        # Whatever reaches the cluster does so through this fixture.
+        if "kube_target" in getattr(item, "fixturenames", ()):
+            item.add_marker(getattr(pytest.mark, ON_CLUSTER_MARK))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
