@@ -22,6 +22,7 @@ from shoal.api.inferencemodel import InferenceModel
 from shoal.api.tenantpool import TenantPool
 from shoal.render.desired import model_objects
 from tests.support.resources import example
+from tests.support.wait import wait_for
 
 REQUESTS = 12
 BODY = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
@@ -52,7 +53,14 @@ def cache_hits_after_identical_requests(
         with httpx.Client(base_url=server.http_url, timeout=30) as http:
             for _ in range(REQUESTS):
                 http.post(f"/v2/models/{name}/infer", json=BODY).raise_for_status()
-            stats = http.get(f"/v2/models/{name}/stats").json()["model_stats"]
+            # Triton counts a request after it has answered it: on a busy machine the
+            # last one may not be counted yet when its answer arrives.
+            stats = wait_for(
+                f"Triton's statistics to count the {REQUESTS} answered requests",
+                lambda: http.get(f"/v2/models/{name}/stats").json()["model_stats"],
+                lambda s: s[0]["inference_stats"]["success"]["count"] >= REQUESTS,
+                timeout=10,
+            )
         metrics = server.metrics()
     inference = stats[0]["inference_stats"]
     return inference["cache_hit"]["count"], inference["success"]["count"], metrics
