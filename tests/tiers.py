@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from e2e.cluster import local
 
@@ -46,9 +47,20 @@ REST: dict[str, list[str] | None] = {"e2e": ["-m", ON_CLUSTER_MARK], "chaos": No
 NO_TESTS_COLLECTED = 5  # pytest's exit status when a selection leaves a tier empty
 
 
-def _pytest(args: list[str], tally: Path) -> int:
+def _session(args: list[str], tally: Path, **popen: Any) -> subprocess.Popen[bytes]:
+    """A pytest session over ``args`` that adds its counts to ``tally``."""
     env = dict(os.environ, SHOAL_TALLY=str(tally))
-    return subprocess.call([sys.executable, "-m", "pytest", *args], env=env)
+    return subprocess.Popen([sys.executable, "-m", "pytest", *args], env=env, **popen)
+
+
+def _pytest(args: list[str], tally: Path) -> int:
+    """Run a session to its end (killed if this process is interrupted meanwhile)."""
+    with _session(args, tally) as session:
+        try:
+            return session.wait()
+        except BaseException:
+            session.kill()
+            raise
 
 
 def _totals(tally: Path) -> dict[str, int]:
@@ -106,32 +118,35 @@ def _tiers(args: list[str], tally: Path) -> int:
             local.down(cluster)
 
 
+def _title(tier: str, selection: list[str]) -> str:
+    return f"{tier}, {' '.join(selection)}" if selection else tier
+
+
 def _tier(tier: str, selection: list[str], args: list[str], tally: Path) -> int:
-    part = f", {' '.join(selection)}" if selection else ""
-    print(f"\n=== tier: {tier}{part} ===", flush=True)
+    print(f"\n=== tier: {_title(tier, selection)} ===", flush=True)
     return _pytest([str(TESTS / tier), *selection, *args], tally)
 
 
 def _with_beside(tier: str, other: str, selection: list[str], args: list[str], tally: Path) -> int:
     """``tier`` in the foreground and ``other`` (its ``selection``) beside it in a
     pytest session of its own, whose output is shown once both have ended."""
-    part = f", {' '.join(selection)}" if selection else ""
+    title = _title(other, selection)
     with tempfile.TemporaryFile("w+") as output:
-        print(f"\n=== tier: {other}{part} (beside the {tier} tier) ===", flush=True)
-        side = subprocess.Popen(
-            [sys.executable, "-m", "pytest", str(TESTS / other), *selection, *args],
-            env=dict(os.environ, SHOAL_TALLY=str(tally)),
+        print(f"\n=== tier: {title} (beside the {tier} tier) ===", flush=True)
+        side = _session(
+            [str(TESTS / other), *selection, *args],
+            tally,
             stdout=output,
             stderr=subprocess.STDOUT,
         )
         status = _tier(tier, [], args, tally)
         side_status = side.wait()
         output.seek(0)
-        print(f"\n=== tier: {other}{part} (its output) ===", flush=True)
+        print(f"\n=== tier: {title} (its output) ===", flush=True)
         sys.stdout.write(output.read())
         sys.stdout.flush()
     if status in (0, NO_TESTS_COLLECTED) and side_status not in (0, NO_TESTS_COLLECTED):
-        print(f"tier {other}{part} failed (pytest exit status {side_status})")
+        print(f"tier {title} failed (pytest exit status {side_status})")
         return side_status
     return status
 

@@ -157,12 +157,16 @@ def pool_writes_over_two_rounds(operator: OperatorProcess) -> dict[str, float]:
     }
 
 
+# The capacity-window scenarios run side by side and record into one file.
+_RECORD_LOCK = threading.Lock()
+
+
 def record(figures: dict[str, Any]) -> None:
     print(json.dumps(figures, indent=2))
     out = os.environ.get("SHOAL_RESULTS_DIR")
     if out:
         path = Path(out) / "elastic_capacity.json"
-        with _RECORD_LOCK:  # the window scenarios run side by side
+        with _RECORD_LOCK:
             existing = json.loads(path.read_text()) if path.exists() else {}
             path.write_text(json.dumps({**existing, **figures}, indent=2) + "\n")
 
@@ -703,10 +707,10 @@ def test_the_preview_is_what_the_operator_writes(
 # side (each in namespaces and pools of its own, on the session's operator) and each
 # test reports its own. They come last in the module: the tests above count the
 # operator's writes while nothing changes, which the scenarios would disturb.
-_RECORD_LOCK = threading.Lock()
+Scenario = Callable[[client.ApiClient, client.CoreV1Api, str, str], None]
 
 
-def _scenario(run: Callable[..., None], api: client.ApiClient, core: client.CoreV1Api) -> None:
+def _scenario(run: Scenario, api: client.ApiClient, core: client.CoreV1Api) -> None:
     first, second = (fresh_namespace(core, f"{run.__name__}-{n}") for n in ("a", "b"))
     try:
         run(api, core, first, second)
@@ -718,10 +722,10 @@ def _scenario(run: Callable[..., None], api: client.ApiClient, core: client.Core
 @pytest.fixture(scope="module")
 def windows(
     kueue: None, api: client.ApiClient, core: client.CoreV1Api, operator: OperatorProcess
-) -> Iterator[dict[str, Future[None]]]:
+) -> Iterator[dict[Scenario, Future[None]]]:
     scenarios = (_lowers, _grown, _no_gpus, _cohort)
     with ThreadPoolExecutor(len(scenarios)) as runner:
-        yield {s.__name__: runner.submit(_scenario, s, api, core) for s in scenarios}
+        yield {s: runner.submit(_scenario, s, api, core) for s in scenarios}
 
 
 def _lowers(
@@ -1045,28 +1049,28 @@ def _cohort(
 
 
 def test_a_capacity_window_lowers_the_quota_at_its_start_and_drains_what_is_above(
-    gpu_nodes: list[client.V1Node], windows: dict[str, Future[None]]
+    gpu_nodes: list[client.V1Node], windows: dict[Scenario, Future[None]]
 ) -> None:
     """See ``_lowers``."""
-    windows["_lowers"].result()
+    windows[_lowers].result()
 
 
 def test_models_grown_above_their_warm_pools_come_down_to_a_lowered_window_together(
-    gpu_nodes: list[client.V1Node], windows: dict[str, Future[None]]
+    gpu_nodes: list[client.V1Node], windows: dict[Scenario, Future[None]]
 ) -> None:
     """See ``_grown``."""
-    windows["_grown"].result()
+    windows[_grown].result()
 
 
 def test_a_window_of_no_gpus_parks_the_models_and_its_end_brings_them_back(
-    gpu_nodes: list[client.V1Node], windows: dict[str, Future[None]]
+    gpu_nodes: list[client.V1Node], windows: dict[Scenario, Future[None]]
 ) -> None:
     """See ``_no_gpus``."""
-    windows["_no_gpus"].result()
+    windows[_no_gpus].result()
 
 
 def test_in_a_cohort_a_lowered_window_drains_by_eviction_onto_a_lenders_gpus(
-    gpu_nodes: list[client.V1Node], windows: dict[str, Future[None]]
+    gpu_nodes: list[client.V1Node], windows: dict[Scenario, Future[None]]
 ) -> None:
     """See ``_cohort``."""
-    windows["_cohort"].result()
+    windows[_cohort].result()

@@ -18,7 +18,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from e2e.operator import OperatorProcess
@@ -41,11 +41,10 @@ from shoal.render.overflow import overflow_objects
 from shoal.render.pool_plan import PoolFacts, live_namespaces, plan_pool
 from tests.support.optional_fields import CASES, resolve
 from tests.support.passes import operator_counters, wait_for_passes
+from tests.support.shoal_objects import Shoal
 from tests.support.wait import wait_for
 
 IM, TP, BP = "InferenceModel", "TenantPool", "BatchPolicy"
-PLURALS = {IM: "inferencemodels", TP: "tenantpools", BP: "batchpolicies"}
-GROUP, VERSION = API_VERSION.split("/")
 VOLATILE = ("resourceVersion", "managedFields", "generation", "creationTimestamp", "uid")
 # What may be left behind, by the table of kinds: a pool's namespaced objects, and a
 # model's (its overflow stack's among them).
@@ -83,8 +82,7 @@ class World:
     """The objects of every case, applied as a GitOps tool would."""
 
     def __init__(self, api: client.ApiClient, names: dict[str, str]) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        self.kube = Kube(api)
+        self.shoal = Shoal(api)
         self.names = names
         suffix = uuid.uuid4().hex[:6]
         self.shared_pool = f"fields-{suffix}"
@@ -131,22 +129,15 @@ class World:
 
     def delete(self) -> None:
         docs = self.documents(with_field=False)
-        _side_by_side(self.kube.delete, [d for d in docs if d["kind"] == IM])
-        _side_by_side(self.kube.delete, [d for d in docs if d["kind"] != IM])
+        _side_by_side(self._delete_one, [d for d in docs if d["kind"] == IM])
+        _side_by_side(self._delete_one, [d for d in docs if d["kind"] != IM])
 
     def _apply_one(self, doc: dict[str, Any]) -> None:
-        meta, plural = doc["metadata"], PLURALS[doc["kind"]]
-        manager, content_type = "gitops", "application/apply-patch+yaml"
-        if doc["kind"] == TP:
-            self.custom.patch_cluster_custom_object(
-                GROUP, VERSION, plural, meta["name"], doc,
-                field_manager=manager, _content_type=content_type,
-            )  # fmt: skip
-        else:
-            self.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, meta["namespace"], plural, meta["name"], doc,
-                field_manager=manager, _content_type=content_type,
-            )  # fmt: skip
+        self.shoal.apply(doc, field_manager="gitops")
+
+    def _delete_one(self, doc: dict[str, Any]) -> None:
+        meta = doc["metadata"]
+        self.shoal.delete(doc["kind"], meta["name"], meta.get("namespace"))
 
 
 def _side_by_side(send: Callable[[dict[str, Any]], object], docs: list[dict[str, Any]]) -> None:
@@ -159,20 +150,12 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": meta}
 
 
-def _handled(custom: client.CustomObjectsApi, docs: list[dict[str, Any]]) -> list[str]:
+def _handled(shoal: Shoal, docs: list[dict[str, Any]]) -> list[str]:
     """The objects the operator has not yet handled at their current generation."""
     behind = []
     for doc in docs:
-        plural = PLURALS[doc["kind"]]
         meta = doc["metadata"]
-        if doc["kind"] == TP:
-            result = custom.get_cluster_custom_object(GROUP, VERSION, plural, meta["name"])
-        else:
-            result = custom.get_namespaced_custom_object(
-                GROUP, VERSION, meta["namespace"], plural, meta["name"]
-            )
-        # The client types a custom object `object`; the server sends it as a JSON mapping.
-        live = cast("dict[str, Any]", result)
+        live = shoal.get(doc["kind"], meta["name"], meta.get("namespace"))
         if (live.get("status") or {}).get("observedGeneration") != live["metadata"]["generation"]:
             behind.append(f"{doc['kind']} {meta['name']}")
     return behind
@@ -319,11 +302,10 @@ def _converge(
     api: client.ApiClient, operator: OperatorProcess, world: World, *, with_field: bool
 ) -> list[str]:
     world.apply(with_field=with_field)
-    custom = client.CustomObjectsApi(api)
     docs = world.documents(with_field=with_field)
     wait_for(
         "the operator to handle every object's generation",
-        lambda: _handled(custom, docs),
+        lambda: _handled(world.shoal, docs),
         lambda behind: not behind,
         timeout=180,
         interval=2,

@@ -98,6 +98,24 @@ class Shoal:
                 GROUP, VERSION, namespace, _plural(kind), name, body
             )
 
+    def apply(self, obj: dict[str, Any], field_manager: str) -> None:
+        """Server-side apply ``obj`` (namespaced ones name their namespace) as
+        ``field_manager``, without forcing conflicts, as ``kubectl apply --server-side``
+        does."""
+        meta, plural = obj["metadata"], _plural(obj["kind"])
+        how: dict[str, Any] = {
+            "field_manager": field_manager,
+            "_content_type": "application/apply-patch+yaml",
+        }
+        if obj["kind"] == "TenantPool":
+            self.custom.patch_cluster_custom_object(
+                GROUP, VERSION, plural, meta["name"], obj, **how
+            )
+        else:
+            self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, meta["namespace"], plural, meta["name"], obj, **how
+            )
+
     def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
         try:
             if kind == "TenantPool":
